@@ -1,0 +1,6 @@
+"""Structured logging: configured once per process, context bound per component and request."""
+
+from dra_driver.logging.context import bind, bound, get_logger
+from dra_driver.logging.setup import LOG_LEVELS, LogFormat, configure_logging
+
+__all__ = ["LOG_LEVELS", "LogFormat", "bind", "bound", "configure_logging", "get_logger"]
