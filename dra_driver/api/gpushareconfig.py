@@ -1,0 +1,180 @@
+"""``GpuShareConfig``: the per-claim sharing policy users put into opaque device config.
+
+A config may come from the DeviceClass and from the claim; every field is optional so that the
+entries can be merged field by field, and only :meth:`GpuShareConfig.effective` fills in defaults.
+The dataclass fields and their metadata are the single description of the format: the decoder,
+:meth:`GpuShareConfig.to_parameters` and the JSON Schema are all derived from them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from dra_driver.api.driver import DriverNames
+
+
+class Isolation(StrEnum):
+    """How a share's compute limit is enforced."""
+
+    BEST_EFFORT = "best-effort"
+    FIXED_SHARE = "fixed-share"
+    BURST_SHARE = "burst-share"
+    EXCLUSIVE = "exclusive"
+
+
+class Priority(StrEnum):
+    """Which work yields when shares on one card contend."""
+
+    ONLINE = "online"
+    OFFLINE = "offline"
+
+
+class Placement(StrEnum):
+    """How shares are spread over the cards of a node."""
+
+    BINPACK = "binpack"
+    SPREAD = "spread"
+
+
+class Backend(StrEnum):
+    """The interception layer that enforces the limits inside the container."""
+
+    HAMI_CORE = "hami-core"
+    MPS = "mps"
+    NONE = "none"
+
+
+# burst-share guarantees the share without wasting idle compute, and it is HAMi-core's own
+# default, so a claim without config gets what users of the library already expect.
+DEFAULT_ISOLATION: Final = Isolation.BURST_SHARE
+# Offline must be asked for: a claim that says nothing must never be suspended for another.
+DEFAULT_PRIORITY: Final = Priority.ONLINE
+
+_ENUM: Final = "enum"
+_DESCRIPTION: Final = "description"
+
+
+def _meta(enum: type[StrEnum], description: str) -> dict[str, object]:
+    return {_ENUM: enum, _DESCRIPTION: description}
+
+
+@dataclass(frozen=True)
+class GpuShareConfig:
+    """One opaque config entry; ``None`` means the entry does not set the field."""
+
+    isolation: Isolation | None = dataclasses.field(
+        default=None,
+        metadata=_meta(
+            Isolation,
+            "How the claim's compute share is enforced. fixed-share: capped at its cores even "
+            "when the card is idle. burst-share: guaranteed its cores and may use idle compute. "
+            "best-effort: compute is shared by competition. exclusive: the whole card. Memory "
+            f"is always a hard limit. Default: {DEFAULT_ISOLATION}.",
+        ),
+    )
+    priority: Priority | None = dataclasses.field(
+        default=None,
+        metadata=_meta(
+            Priority,
+            "online work preempts offline work on the same card: offline work is suspended "
+            "while online work is busy and resumes after. Memory is never taken from either. "
+            f"Default: {DEFAULT_PRIORITY}.",
+        ),
+    )
+    placement: Placement | None = dataclasses.field(
+        default=None,
+        metadata=_meta(
+            Placement,
+            "How the claim's shares are placed on the cards of a node. binpack: fill the "
+            "busiest card that fits. spread: use the least busy card. Default: the "
+            "controller's setting.",
+        ),
+    )
+    backend: Backend | None = dataclasses.field(
+        default=None,
+        metadata=_meta(
+            Backend,
+            "The interception layer that enforces the limits in the container. hami-core: "
+            "HAMi-core libvgpu.so. mps: NVIDIA MPS. none: accounting only, nothing is "
+            "enforced. Default: the node's setting.",
+        ),
+    )
+
+    def effective(self) -> EffectiveConfig:
+        """Fill in the defaults that do not depend on the controller or the node."""
+        return EffectiveConfig(
+            isolation=DEFAULT_ISOLATION if self.isolation is None else self.isolation,
+            priority=DEFAULT_PRIORITY if self.priority is None else self.priority,
+            placement=self.placement,
+            backend=self.backend,
+        )
+
+    def to_parameters(self, names: DriverNames) -> dict[str, str]:
+        """Return the opaque ``parameters`` object, with only the fields that are set."""
+        parameters = {"apiVersion": names.config_api_version, "kind": names.config_kind}
+        for field in CONFIG_FIELDS:
+            value = getattr(self, field.name)
+            if value is not None:
+                parameters[field.json_name] = str(value)
+        return parameters
+
+
+@dataclass(frozen=True)
+class EffectiveConfig:
+    """The merged config with its defaults applied.
+
+    ``placement`` and ``backend`` stay ``None`` when unset: their defaults are settings of the
+    controller and of the node, which this package does not know.
+    """
+
+    isolation: Isolation
+    priority: Priority
+    placement: Placement | None
+    backend: Backend | None
+
+
+@dataclass(frozen=True)
+class ConfigField:
+    """One optional field of ``GpuShareConfig`` as it appears in JSON."""
+
+    name: str
+    json_name: str
+    enum: type[StrEnum]
+    description: str
+
+
+def _camel_case(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(part.capitalize() for part in rest)
+
+
+CONFIG_FIELDS: Final = tuple(
+    ConfigField(
+        name=field.name,
+        json_name=_camel_case(field.name),
+        enum=field.metadata[_ENUM],
+        description=field.metadata[_DESCRIPTION],
+    )
+    for field in dataclasses.fields(GpuShareConfig)
+)
+
+
+def merge_configs(configs: Iterable[GpuShareConfig]) -> GpuShareConfig:
+    """Merge config entries field by field; a later entry's set fields win.
+
+    Pass the DeviceClass entries first and the claim's after them, each in their order.
+    """
+    merged = GpuShareConfig()
+    for config in configs:
+        changes = {
+            field.name: value
+            for field in CONFIG_FIELDS
+            if (value := getattr(config, field.name)) is not None
+        }
+        merged = dataclasses.replace(merged, **changes)
+    return merged
