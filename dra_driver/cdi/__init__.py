@@ -1,0 +1,1 @@
+"""Container Device Interface: per-claim spec names and container edits for the kubelet plugin."""

@@ -1,0 +1,1 @@
+"""The ``gpushare-dra`` command line."""

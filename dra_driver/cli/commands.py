@@ -1,0 +1,75 @@
+"""What each subcommand runs, until (and as) the component behind it lands."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from collections.abc import Callable
+from importlib import metadata
+from typing import TYPE_CHECKING, Final
+
+from dra_driver import __version__
+from dra_driver.settings import OutputSettings
+
+if TYPE_CHECKING:
+    from dra_driver.cli.main import Invocation
+
+EXIT_NOT_IMPLEMENTED: Final = 1
+
+# Runtime libraries whose versions matter when reporting a bug.
+_REPORTED_DISTRIBUTIONS: Final = ("kubernetes", "grpcio", "protobuf", "nvidia-ml-py", "structlog")
+
+
+def not_implemented(what: str) -> Callable[[Invocation], int]:
+    """Make a subcommand for a component not in this version yet: it says so and fails."""
+
+    def run(invocation: Invocation) -> int:
+        print(  # noqa: T201
+            f"gpushare-dra {invocation.command}: {what} is not implemented in version "
+            f"{__version__} yet",
+            file=sys.stderr,
+        )
+        return EXIT_NOT_IMPLEMENTED
+
+    return run
+
+
+def simulate_preview(invocation: Invocation) -> int:
+    """Stand-in for ``simulate`` until the fake cluster lands: explain what it will show."""
+    names = invocation.names
+    print(  # noqa: T201
+        f"gpushare-dra {__version__}: the built-in cluster simulation is not available in "
+        "this version yet.\n"
+        f"When it is, this command will run the six acceptance scenarios (whole-card, "
+        f"sharing, placement, isolation, online-offline, bad-input) for driver "
+        f"{names.driver!r} on fake GPUs and print where each pod landed."
+    )
+    return 0
+
+
+def _distribution_version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def version(invocation: Invocation) -> int:
+    """Print the driver version, the API names it serves and its key library versions."""
+    names = invocation.names
+    facts = {
+        "driver": names.driver,
+        "configApiVersion": names.config_api_version,
+        "cdiKind": names.cdi_kind,
+        "python": platform.python_version(),
+    }
+    libraries = {name: _distribution_version(name) for name in _REPORTED_DISTRIBUTIONS}
+    if invocation.settings(OutputSettings).output == "json":
+        report = {"version": __version__, **facts, "libraries": libraries}
+        print(json.dumps(report, indent=2))  # noqa: T201
+        return 0
+    print(f"gpushare-dra {__version__}")  # noqa: T201
+    for key, value in (facts | libraries).items():
+        print(f"  {key}: {value}")  # noqa: T201
+    return 0

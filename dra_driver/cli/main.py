@@ -1,0 +1,124 @@
+"""The ``gpushare-dra`` entry point: one binary, one subcommand per component."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, TypeVar
+
+from dra_driver import __version__
+from dra_driver.api import DriverNames, InvalidDriverNameError
+from dra_driver.cli import commands
+from dra_driver.cli.flags import SettingsError, add_settings_arguments, settings_from_arguments
+from dra_driver.controller.settings import ControllerSettings
+from dra_driver.k8s.settings import KubeClientSettings
+from dra_driver.kubeletplugin.settings import KubeletPluginSettings
+from dra_driver.logging import bind, configure_logging
+from dra_driver.metrics.settings import ObservabilitySettings
+from dra_driver.settings import CommonSettings, OutputSettings
+from dra_driver.webhook.settings import WebhookSettings
+
+PROG: Final = "gpushare-dra"
+EXIT_USAGE: Final = 2
+
+S = TypeVar("S")
+
+
+@dataclasses.dataclass(frozen=True)
+class Invocation:
+    """A parsed command line plus the environment its settings fall back to."""
+
+    command: str
+    namespace: argparse.Namespace
+    environ: Mapping[str, str]
+    names: DriverNames
+
+    def settings(self, settings_class: type[S]) -> S:
+        """Resolve one settings dataclass from flags, environment and defaults."""
+        return settings_from_arguments(settings_class, self.namespace, self.environ)
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """A subcommand: its help, the settings it accepts and what it runs."""
+
+    name: str
+    help: str
+    settings: tuple[type[Any], ...]
+    run: Callable[[Invocation], int]
+
+
+COMMANDS: Final = (
+    Command(
+        "controller",
+        "allocate ResourceClaims of the driver's DeviceClasses (Deployment, leader-elected)",
+        (ControllerSettings, KubeClientSettings, ObservabilitySettings),
+        commands.not_implemented("the allocation controller"),
+    ),
+    Command(
+        "kubelet-plugin",
+        "publish this node's cards and prepare claims for the kubelet (DaemonSet)",
+        (KubeletPluginSettings, KubeClientSettings, ObservabilitySettings),
+        commands.not_implemented("the kubelet plugin"),
+    ),
+    Command(
+        "webhook",
+        "validate GPU share requests and gate pods for the controller (admission webhook)",
+        (WebhookSettings, KubeClientSettings, ObservabilitySettings),
+        commands.not_implemented("the admission webhook"),
+    ),
+    Command(
+        "simulate",
+        "run the acceptance scenarios on a built-in fake cluster with fake GPUs",
+        (),
+        commands.simulate_preview,
+    ),
+    Command(
+        "plan",
+        "show where workloads would land on an inventory or a live cluster (capacity planning)",
+        (),
+        commands.not_implemented("capacity planning"),
+    ),
+    Command("version", "print version information", (OutputSettings,), commands.version),
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the full parser; every flag also reads its UPPER_SNAKE_CASE env variable."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Kubernetes DRA driver that shares NVIDIA GPUs by cores and memory.",
+        epilog="Every flag can also be set by an environment variable of the same name in "
+        "upper snake case, e.g. --node-name / NODE_NAME. A flag wins over the variable.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in COMMANDS:
+        sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
+        add_settings_arguments(sub, CommonSettings)
+        for settings_class in command.settings:
+            add_settings_arguments(sub, settings_class)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    """Run ``gpushare-dra``; returns the process exit status."""
+    environ = os.environ if environ is None else environ
+    namespace = build_parser().parse_args(argv)
+    command = next(c for c in COMMANDS if c.name == namespace.command)
+    try:
+        common = settings_from_arguments(CommonSettings, namespace, environ)
+        names = DriverNames.for_driver(common.driver_name)
+        invocation = Invocation(command.name, namespace, environ, names)
+        for settings_class in command.settings:
+            # Resolve everything up front: a bad setting fails before anything starts.
+            invocation.settings(settings_class)
+    except (SettingsError, InvalidDriverNameError) as exc:
+        print(f"{PROG} {command.name}: error: {exc}", file=sys.stderr)  # noqa: T201
+        return EXIT_USAGE
+    configure_logging(level=common.log_level, fmt=common.log_format)
+    bind(component=command.name, driver=names.driver)
+    return command.run(invocation)

@@ -1,0 +1,1 @@
+"""The allocation controller: places ResourceClaims on cards by cores and memory (Deployment)."""

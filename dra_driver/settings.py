@@ -1,0 +1,55 @@
+"""Settings shared by every component, and the ``flag`` field helper all settings use.
+
+Settings are frozen dataclasses (one per component, kopf style): every field has a default
+and help text, and the command line is generated from them, so each field is reachable both
+as ``--kebab-case`` flag and as an ``UPPER_SNAKE_CASE`` environment variable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Final, TypeVar
+
+from dra_driver.api.driver import DEFAULT_DRIVER_NAME
+from dra_driver.logging import LOG_LEVELS, LogFormat
+
+HELP: Final = "help"
+CHOICES: Final = "choices"
+SHORT: Final = "short"
+
+T = TypeVar("T")
+
+
+def flag(
+    default: T, help: str, *, choices: Sequence[str] | None = None, short: str | None = None
+) -> T:
+    """Declare a settings field: default, help text, allowed values, optional short flag."""
+    metadata: dict[str, object] = {HELP: help}
+    if choices is not None:
+        metadata[CHOICES] = tuple(choices)
+    if short is not None:
+        metadata[SHORT] = short
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+@dataclasses.dataclass(frozen=True)
+class CommonSettings:
+    """Settings every subcommand accepts."""
+
+    driver_name: str = flag(
+        DEFAULT_DRIVER_NAME,
+        "DRA driver name; the config API group, finalizer, scheduling gate, CDI kind and "
+        "DeviceClass names all derive from it",
+    )
+    log_level: str = flag("info", "minimum level of log events", choices=LOG_LEVELS)
+    log_format: LogFormat = flag(
+        LogFormat.AUTO, "log rendering: json, console, or auto (console only on a terminal)"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputSettings:
+    """Output of reporting commands."""
+
+    output: str = flag("text", "output format", choices=("text", "json"), short="-o")

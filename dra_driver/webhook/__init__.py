@@ -1,0 +1,1 @@
+"""The admission webhook: validates GPU share requests and gates pods for the controller."""

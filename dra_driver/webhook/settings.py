@@ -1,0 +1,19 @@
+"""Settings of the admission webhook (``gpushare-dra webhook``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from dra_driver.settings import flag
+
+
+@dataclasses.dataclass(frozen=True)
+class WebhookSettings:
+    """Admission webhook."""
+
+    webhook_port: int = flag(9443, "HTTPS port for AdmissionReview requests")
+    tls_cert_file: Path = flag(
+        Path("/etc/gpushare/tls/tls.crt"), "serving certificate, reloaded when it changes"
+    )
+    tls_key_file: Path = flag(Path("/etc/gpushare/tls/tls.key"), "private key of the certificate")

@@ -1,0 +1,130 @@
+"""The gpushare-dra entry point: subcommands, version, driver name and settings errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dra_driver import __version__
+from dra_driver.cli.flags import env_name
+from dra_driver.cli.main import COMMANDS, build_parser, main
+
+SUBCOMMANDS = ("controller", "kubelet-plugin", "webhook", "simulate", "plan", "version")
+
+
+def test_all_subcommands_exist() -> None:
+    """The binary offers exactly the agreed subcommands."""
+    assert tuple(c.name for c in COMMANDS) == SUBCOMMANDS
+
+
+def test_every_flag_of_every_subcommand_names_its_env_variable() -> None:
+    """Each subcommand's --help documents the env variable of every long flag."""
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if a.dest == "command")
+    for name, sub in subparsers.choices.items():  # type: ignore[attr-defined]
+        for action in sub._actions:
+            long_flags = [o for o in action.option_strings if o.startswith("--") and o != "--help"]
+            for option in long_flags:
+                if option.startswith("--no-"):
+                    continue
+                expected = env_name(option[2:].replace("-", "_"))
+                assert f"[env: {expected}" in (action.help or ""), (name, option)
+
+
+def test_version_json_reports_driver_derived_names(capsys: pytest.CaptureFixture[str]) -> None:
+    """version -o json prints the version and the names derived from the default driver."""
+    assert main(["version", "-o", "json"], environ={}) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["version"] == __version__
+    assert report["driver"] == "gpushare.dra.dev"
+    assert report["configApiVersion"] == "gpushare.dra.dev/v1alpha1"
+    assert report["cdiKind"] == "k8s.gpushare.dra.dev/claim"
+    assert set(report["libraries"]) >= {"kubernetes", "grpcio", "protobuf"}
+
+
+def test_driver_name_from_env_flows_into_derived_names(capsys: pytest.CaptureFixture[str]) -> None:
+    """DRIVER_NAME changes the config API version and CDI kind everywhere."""
+    assert main(["version", "-o", "json"], environ={"DRIVER_NAME": "gpu.example.org"}) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["configApiVersion"] == "gpu.example.org/v1alpha1"
+    assert report["cdiKind"] == "k8s.gpu.example.org/claim"
+
+
+def test_version_text_lists_libraries(capsys: pytest.CaptureFixture[str]) -> None:
+    """Plain version output starts with the version line and lists library versions."""
+    assert main(["version"], environ={}) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"gpushare-dra {__version__}"
+    assert any(line.strip().startswith("kubernetes: 37.") for line in lines)
+
+
+def test_invalid_driver_name_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """A driver name that is not a DNS subdomain stops the command with exit status 2."""
+    assert main(["version", "--driver-name", "GPU_share"], environ={}) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gpushare-dra version: error: ")
+    assert '"GPU_share"' in err
+
+
+def test_bad_env_setting_is_a_usage_error_naming_the_variable(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A bad LOG_LEVEL fails before anything starts and names the variable and allowed values."""
+    assert main(["kubelet-plugin"], environ={"LOG_LEVEL": "loud"}) == 2
+    assert capsys.readouterr().err == (
+        "gpushare-dra kubelet-plugin: error: LOG_LEVEL: invalid value 'loud'; "
+        "allowed values: debug, info, warning, error\n"
+    )
+
+
+def test_component_settings_are_checked_before_running(capsys: pytest.CaptureFixture[str]) -> None:
+    """A bad component setting (HEALTHCHECK_PORT) is refused with exit status 2."""
+    assert main(["kubelet-plugin"], environ={"HEALTHCHECK_PORT": "high"}) == 2
+    assert "HEALTHCHECK_PORT: invalid int value 'high'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["controller", "kubelet-plugin", "webhook", "plan"])
+def test_unimplemented_components_say_so_and_fail(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A component not in this version exits non-zero with a message instead of pretending."""
+    assert main([command], environ={}) == 1
+    assert "is not implemented in version" in capsys.readouterr().err
+
+
+def test_simulate_preview_succeeds(capsys: pytest.CaptureFixture[str]) -> None:
+    """simulate exits 0 and names the six acceptance scenarios it will run."""
+    assert main(["simulate"], environ={}) == 0
+    out = capsys.readouterr().out
+    for scenario in (
+        "whole-card",
+        "sharing",
+        "placement",
+        "isolation",
+        "online-offline",
+        "bad-input",
+    ):
+        assert scenario in out
+
+
+def test_missing_subcommand_is_a_usage_error() -> None:
+    """Running without a subcommand prints usage and exits 2."""
+    with pytest.raises(SystemExit) as caught:
+        main([], environ={})
+    assert caught.value.code == 2
+
+
+def test_console_script_and_module_entry_points_run() -> None:
+    """The installed gpushare-dra script and python -m dra_driver both reach the CLI."""
+    script = Path(sys.executable).parent / "gpushare-dra"
+    found = shutil.which("gpushare-dra") or (str(script) if script.exists() else None)
+    assert found is not None, "gpushare-dra console script is not installed"
+    for argv in ([found, "version"], [sys.executable, "-m", "dra_driver", "version"]):
+        result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith(f"gpushare-dra {__version__}\n")

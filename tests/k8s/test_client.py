@@ -1,0 +1,67 @@
+"""Client construction: credentials from a kubeconfig or the Pod, with clear failures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dra_driver.k8s.client import ClientConfigError, new_api_client
+from dra_driver.k8s.settings import KubeClientSettings
+
+
+def write_kubeconfig(path: Path, server: str, token: str) -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": server}}],
+                "users": [{"name": "u", "user": {"token": token}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    return path
+
+
+def test_kubeconfig_sets_server_and_token(tmp_path: Path) -> None:
+    """A kubeconfig file yields a client for its server with its bearer token."""
+    kubeconfig = write_kubeconfig(tmp_path / "kc", "http://127.0.0.1:6443", "t0k3n")
+    with new_api_client(KubeClientSettings(kubeconfig=str(kubeconfig))) as api_client:
+        configuration = api_client.configuration
+        assert configuration.host == "http://127.0.0.1:6443"
+        assert configuration.auth_settings()["BearerToken"]["value"] == "Bearer t0k3n"
+
+
+def test_two_clients_do_not_share_configuration(tmp_path: Path) -> None:
+    """Two clients built in one process keep their own servers (no global default leaks)."""
+    first = write_kubeconfig(tmp_path / "a", "http://127.0.0.1:1001", "a")
+    second = write_kubeconfig(tmp_path / "b", "http://127.0.0.1:1002", "b")
+    with (
+        new_api_client(KubeClientSettings(kubeconfig=str(first))) as a,
+        new_api_client(KubeClientSettings(kubeconfig=str(second))) as b,
+    ):
+        assert (a.configuration.host, b.configuration.host) == (
+            "http://127.0.0.1:1001",
+            "http://127.0.0.1:1002",
+        )
+
+
+def test_missing_kubeconfig_file_is_named(tmp_path: Path) -> None:
+    """A kubeconfig path that does not exist fails with an error naming that path."""
+    missing = tmp_path / "nope"
+    with pytest.raises(ClientConfigError, match=f"kubeconfig '{missing}'"):
+        new_api_client(KubeClientSettings(kubeconfig=str(missing)))
+
+
+def test_outside_a_cluster_without_kubeconfig_explains_both_sources(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without --kubeconfig outside a Pod, the error says in-cluster credentials were tried."""
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
+    with pytest.raises(ClientConfigError, match="in-cluster service account"):
+        new_api_client(KubeClientSettings())
