@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the project with its test and lint tools into .venv, then runs every quality gate:
+# ruff lint, ruff format, mypy --strict, and the pytest suite (import contracts, protos,
+# schema freshness included). Extra arguments are passed to pytest.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+python=${PYTHON:-python3}
+if [[ ! -x .venv/bin/python ]]; then
+  "$python" -m venv .venv
+fi
+pip=(.venv/bin/python -m pip --quiet --disable-pip-version-check)
+# Dependency groups (PEP 735, [dependency-groups] in pyproject.toml) need pip >= 25.1.
+"${pip[@]}" install --upgrade "pip>=25.1"
+"${pip[@]}" install --editable . --group dev
+
+echo "==> ruff check"
+.venv/bin/ruff check .
+echo "==> ruff format --check"
+.venv/bin/ruff format --check .
+echo "==> mypy --strict dra_driver"
+.venv/bin/mypy --strict dra_driver
+echo "==> pytest"
+exec .venv/bin/pytest "$@"
