@@ -1,0 +1,94 @@
+"""Whether a pod may run on a node, by the rules kube-scheduler applies before devices.
+
+Pure functions on raw objects: the pod's ``nodeSelector``, its required node affinity, the
+node's taints against the pod's tolerations, and ``spec.unschedulable``. Each returns ``None``
+when the node fits, else a short reason suitable for "0/N nodes are available: ..." messages.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+Object = dict[str, Any]
+
+_BLOCKING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
+_UNSCHEDULABLE_TAINT: Final = "node.kubernetes.io/unschedulable"
+
+
+def _compare(have: str, want: list[str], greater: bool) -> bool:
+    if len(want) != 1:
+        return False
+    try:
+        left, right = int(have), int(want[0])
+    except ValueError:
+        return False
+    return left > right if greater else left < right
+
+
+def _expression_matches(expression: Object, values_of: dict[str, str]) -> bool:
+    key, operator = expression.get("key", ""), expression.get("operator", "")
+    values = expression.get("values") or []
+    value = values_of.get(key)
+    checks = {
+        "In": lambda: value is not None and value in values,
+        "NotIn": lambda: value is None or value not in values,
+        "Exists": lambda: value is not None,
+        "DoesNotExist": lambda: value is None,
+        "Gt": lambda: value is not None and _compare(value, values, greater=True),
+        "Lt": lambda: value is not None and _compare(value, values, greater=False),
+    }
+    check = checks.get(operator)
+    return check is not None and check()
+
+
+def node_selector_term_matches(term: Object, node: Object) -> bool:
+    """Whether a NodeSelectorTerm (matchExpressions on labels, matchFields on the name) fits."""
+    metadata = node.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    fields = {"metadata.name": metadata.get("name", "")}
+    return all(_expression_matches(e, labels) for e in term.get("matchExpressions") or []) and all(
+        _expression_matches(e, fields) for e in term.get("matchFields") or []
+    )
+
+
+def node_selector_matches(selector: Object | None, node: Object) -> bool:
+    """Whether a NodeSelector (terms ORed) fits; ``None`` matches every node."""
+    if selector is None:
+        return True
+    return any(node_selector_term_matches(t, node) for t in selector.get("nodeSelectorTerms") or [])
+
+
+def _tolerates(toleration: Object, taint: Object) -> bool:
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    if toleration.get("operator", "Equal") == "Exists":
+        return not toleration.get("key") or toleration["key"] == taint.get("key")
+    return toleration.get("key") == taint.get("key") and toleration.get("value", "") == taint.get(
+        "value", ""
+    )
+
+
+def node_unfit_reason(pod: Object, node: Object) -> str | None:
+    """Return why ``pod`` cannot run on ``node``, or ``None`` if it can."""
+    spec = pod.get("spec") or {}
+    tolerations = spec.get("tolerations") or []
+    node_spec = node.get("spec") or {}
+    if node_spec.get("unschedulable") and not any(
+        _tolerates(t, {"key": _UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}) for t in tolerations
+    ):
+        return "node is unschedulable"
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    for key, value in (spec.get("nodeSelector") or {}).items():
+        if labels.get(key) != value:
+            return "node didn't match Pod's node affinity/selector"
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    if required is not None and not node_selector_matches(required, node):
+        return "node didn't match Pod's node affinity/selector"
+    for taint in node_spec.get("taints") or []:
+        if taint.get("effect") in _BLOCKING_EFFECTS and not any(
+            _tolerates(t, taint) for t in tolerations
+        ):
+            return f"node had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
+    return None
