@@ -5,10 +5,8 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Iterator
 
 import pytest
-import structlog
 
 from dra_driver.logging import LogFormat, bind, bound, configure_logging, get_logger
 
@@ -16,16 +14,6 @@ from dra_driver.logging import LogFormat, bind, bound, configure_logging, get_lo
 class _Tty(io.StringIO):
     def isatty(self) -> bool:
         return True
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    structlog.reset_defaults()
-    structlog.contextvars.clear_contextvars()
-    root.handlers, root.level = handlers, level
 
 
 def events(stream: io.StringIO) -> list[dict[str, object]]:

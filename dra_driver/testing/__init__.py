@@ -1,0 +1,1 @@
+"""Test harness: fake API server, cluster actors, fake GPUs; shipped for `simulate`."""

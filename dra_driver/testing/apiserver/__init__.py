@@ -1,0 +1,25 @@
+"""An in-process fake Kubernetes API server that the real ``kubernetes`` client talks to over HTTP.
+
+Real semantics where they matter to a DRA driver: one global resourceVersion, 409 Conflict on a
+stale update, watches with history, 410 Expired and bookmarks, label and field selectors, the
+three PATCH formats (strategic merge driven by the schemas' patch annotations), finalizers and
+``deletionTimestamp``, status subresources, ``pods/binding``, strict schema validation against
+the Kubernetes release it emulates plus the DRA semantic rules, feature-gate field dropping
+per release, and fault injection.
+
+Knowingly not implemented: authentication/authorization (any token is accepted), server-side
+apply (``application/apply-patch+yaml`` is a 415), protobuf, API versions other than the one
+served per group (no v1beta1/v1beta2 conversion), owner-reference garbage collection and
+``propagationPolicy``, consistent snapshots for paginated lists (continued pages show the
+current state), ``resourceVersionMatch`` (lists always answer the latest state), CEL
+evaluation of selectors, admission webhooks, managedFields, the ``namespaces/finalize``
+subresource, and one shared store for the two Event APIs (core/v1 and events.k8s.io/v1 events
+are kept apart here; events.k8s.io selects on metadata fields only).
+"""
+
+from dra_driver.testing.apiserver.errors import ApiError
+from dra_driver.testing.apiserver.fake import FakeApiServer
+from dra_driver.testing.apiserver.faults import Fault, Faults
+from dra_driver.testing.apiserver.routing import RequestInfo
+
+__all__ = ["ApiError", "FakeApiServer", "Fault", "Faults", "RequestInfo"]
