@@ -1,0 +1,254 @@
+"""List-and-watch of one resource into a local cache of raw objects.
+
+Why not ``kubernetes.informer.SharedInformer``: it deserializes into models (which needs a
+``return_type`` workaround for ResourceClaims), and its ``stop()`` waits for the next event, so
+a quiet watch never ends. This informer keeps raw JSON objects, stops promptly by shutting the
+HTTP response down, resumes a broken watch from the last resourceVersion and relists (firing
+the differences as events) when the API server says that version is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, Final, Literal, Protocol
+
+from dra_driver.k8s.errors import ApiError, GoneError, from_exception, translate_errors
+from dra_driver.logging import get_logger
+
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+Object = dict[str, Any]
+Handler = Callable[[EventType, Object], None]
+ObjectKey = tuple[str, str]
+"""(namespace, name); namespace is "" for cluster-scoped objects."""
+
+log = get_logger(__name__)
+
+_INITIAL_BACKOFF_SECONDS: Final = 0.1
+_MAX_BACKOFF_SECONDS: Final = 10.0
+
+
+class _Response(Protocol):
+    data: bytes
+
+    def stream(self, amt: int | None = ..., decode_content: bool | None = ...) -> Iterator[bytes]:
+        """Yield body chunks as they arrive."""
+
+    def shutdown(self) -> None:
+        """Unblock a read in progress in another thread."""
+
+    def release_conn(self) -> None:
+        """Return the connection to the pool."""
+
+
+def object_key(obj: Object) -> ObjectKey:
+    """Return the cache key of a raw object."""
+    metadata = obj.get("metadata") or {}
+    return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+
+
+def _lines(response: _Response) -> Iterator[bytes]:
+    pending = b""
+    for chunk in response.stream(None, decode_content=False):
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        yield from (line for line in complete if line.strip())
+    if pending.strip():
+        yield pending
+
+
+class Informer:
+    """Keeps a local copy of every object of one resource (optionally filtered) up to date.
+
+    ``list_func`` is a generated list method such as ``CoreV1Api.list_pod_for_all_namespaces``
+    or ``ResourceV1Api.list_resource_slice``; ``handler`` is called on the informer's thread
+    for every change, after the cache reflects it, so it must be quick and must not raise
+    (exceptions are logged and swallowed to keep the watch alive).
+    """
+
+    def __init__(
+        self,
+        list_func: Callable[..., Any],
+        *,
+        name: str,
+        handler: Handler | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        watch_timeout_seconds: int = 300,
+    ) -> None:
+        self._list_func = list_func
+        self._name = name
+        self._handler = handler
+        self._selectors = {
+            key: value
+            for key, value in (
+                ("label_selector", label_selector),
+                ("field_selector", field_selector),
+            )
+            if value
+        }
+        self._watch_timeout_seconds = watch_timeout_seconds
+        self._cache: dict[ObjectKey, Object] = {}
+        self._lock = threading.Lock()
+        self._synced = threading.Event()
+        self._stopping = threading.Event()
+        self._response: _Response | None = None
+        self._thread: threading.Thread | None = None
+        self.resource_version = ""
+
+    # -- reading the cache ---------------------------------------------------------------
+
+    def get(self, namespace: str, name: str) -> Object | None:
+        """Return the cached object, or ``None``; the caller must not mutate it."""
+        with self._lock:
+            return self._cache.get((namespace, name))
+
+    def list(self) -> list[Object]:
+        """Return every cached object; the caller must not mutate them."""
+        with self._lock:
+            return list(self._cache.values())
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        """Wait until the first list has been loaded; return whether it was."""
+        return self._synced.wait(timeout)
+
+    @property
+    def synced(self) -> bool:
+        """Whether the cache holds a complete list (readiness of whoever depends on it)."""
+        return self._synced.is_set()
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start listing and watching in a daemon thread."""
+        self._thread = threading.Thread(
+            target=self._run, name=f"informer-{self._name}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop watching and join the thread; returns promptly even on a quiet watch."""
+        self._stopping.set()
+        response = self._response
+        if response is not None:
+            response.shutdown()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        backoff = _INITIAL_BACKOFF_SECONDS
+        while not self._stopping.is_set():
+            try:
+                if not self.resource_version:
+                    self._relist()
+                self._watch()
+                backoff = _INITIAL_BACKOFF_SECONDS
+            except GoneError:
+                log.info("informer.relist", informer=self._name, reason="resource version gone")
+                self.resource_version = ""
+            except Exception as exc:  # the watch must outlive any one failure
+                if self._stopping.is_set():
+                    break
+                if isinstance(exc, ApiError):
+                    log.warning(
+                        "informer.retry", informer=self._name, error=str(exc), backoff=backoff
+                    )
+                else:
+                    log.exception("informer.failed", informer=self._name, backoff=backoff)
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, _MAX_BACKOFF_SECONDS)
+
+    def _call(self, **kwargs: Any) -> _Response:  # noqa: ANN401 - generated client kwargs
+        with translate_errors():
+            response: _Response = self._list_func(
+                **self._selectors, **kwargs, _preload_content=False
+            )
+        return response
+
+    def _relist(self) -> None:
+        response = self._call()
+        with translate_errors():
+            body = json.loads(response.data)
+        items: list[Object] = body.get("items") or []
+        fresh = {object_key(item): item for item in items}
+        with self._lock:
+            old = self._cache
+            self._cache = fresh
+        # Tell the handler what changed while we were not watching, as the watch would have.
+        for key, obj in old.items():
+            if key not in fresh:
+                self._notify("DELETED", obj)
+        for key, obj in fresh.items():
+            previous = old.get(key)
+            if previous is None:
+                self._notify("ADDED", obj)
+            elif previous.get("metadata", {}).get("resourceVersion") != obj["metadata"].get(
+                "resourceVersion"
+            ):
+                self._notify("MODIFIED", obj)
+        self.resource_version = str(body.get("metadata", {}).get("resourceVersion") or "")
+        self._synced.set()
+
+    def _watch(self) -> None:
+        response = self._call(
+            watch=True,
+            resource_version=self.resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=self._watch_timeout_seconds,
+        )
+        self._response = response
+        try:
+            with translate_errors():
+                for line in _lines(response):
+                    if self._stopping.is_set():
+                        return
+                    self._apply(json.loads(line))
+        except ApiError:
+            if not self._stopping.is_set():
+                raise
+        finally:
+            self._response = None
+            response.release_conn()
+
+    def _apply(self, event: Object) -> None:
+        kind = event.get("type")
+        obj: Object = event.get("object") or {}
+        if kind == "ERROR":
+            raise from_exception(_WatchEventError(obj))
+        version = str(obj.get("metadata", {}).get("resourceVersion") or "")
+        if kind == "BOOKMARK":
+            self.resource_version = version or self.resource_version
+            return
+        if kind not in ("ADDED", "MODIFIED", "DELETED"):
+            return
+        key = object_key(obj)
+        with self._lock:
+            if kind == "DELETED":
+                self._cache.pop(key, None)
+            else:
+                self._cache[key] = obj
+        self.resource_version = version or self.resource_version
+        self._notify(kind, obj)
+
+    def _notify(self, kind: EventType, obj: Object) -> None:
+        if self._handler is None:
+            return
+        try:
+            self._handler(kind, obj)
+        except Exception:
+            log.exception("informer.handler_failed", informer=self._name, event_type=kind)
+
+
+class _WatchEventError(Exception):
+    """An ERROR watch event, shaped like a client exception so it maps to our hierarchy."""
+
+    def __init__(self, status: Object) -> None:
+        super().__init__(status.get("message", ""))
+        self.status = int(status.get("code") or 500)
+        self.reason = status.get("reason")
+        self.body = json.dumps(status)
+        self.headers = None

@@ -1,0 +1,152 @@
+"""The informer keeps a faithful cache through watches, relists and shutdowns."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client
+
+from dra_driver.k8s import raw
+from dra_driver.k8s.informer import EventType, Informer, Object
+from dra_driver.testing.apiserver import FakeApiServer
+
+
+def slice_(name: str, node: str) -> Object:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": "gpushare.dra.dev",
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [],
+        },
+    }
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[EventType, str]] = []
+        self.changed = threading.Condition()
+
+    def __call__(self, kind: EventType, obj: Object) -> None:
+        with self.changed:
+            self.events.append((kind, obj["metadata"]["name"]))
+            self.changed.notify_all()
+
+    def wait_for(self, count: int, timeout: float = 5) -> list[tuple[EventType, str]]:
+        with self.changed:
+            assert self.changed.wait_for(lambda: len(self.events) >= count, timeout), self.events
+            return list(self.events)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeApiServer]:
+    with FakeApiServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def api(server: FakeApiServer) -> Iterator[client.ResourceV1Api]:
+    with server.api_client() as api_client:
+        yield client.ResourceV1Api(api_client)
+
+
+def test_initial_list_then_watch_events(api: client.ResourceV1Api) -> None:
+    """Existing objects arrive as ADDED, later changes as ADDED/MODIFIED/DELETED, cache in step."""
+    raw.call(api.create_resource_slice, slice_("s1", "n1"))
+    recorder = Recorder()
+    informer = Informer(api.list_resource_slice, name="t", handler=recorder)
+    informer.start()
+    try:
+        assert informer.wait_synced(5)
+        raw.call(api.create_resource_slice, slice_("s2", "n2"))
+        raw.call(api.patch_resource_slice, "s1", {"metadata": {"labels": {"x": "y"}}})
+        raw.call(api.delete_resource_slice, "s2")
+        events = recorder.wait_for(4)
+        assert events == [("ADDED", "s1"), ("ADDED", "s2"), ("MODIFIED", "s1"), ("DELETED", "s2")]
+        assert [o["metadata"]["name"] for o in informer.list()] == ["s1"]
+        assert informer.get("", "s1")["metadata"]["labels"] == {"x": "y"}  # type: ignore[index]
+    finally:
+        informer.stop()
+
+
+def test_field_selector_limits_the_cache(api: client.ResourceV1Api) -> None:
+    """A field selector (spec.nodeName) keeps only matching objects in the cache."""
+    raw.call(api.create_resource_slice, slice_("s1", "n1"))
+    raw.call(api.create_resource_slice, slice_("s2", "n2"))
+    informer = Informer(api.list_resource_slice, name="t", field_selector="spec.nodeName=n2")
+    informer.start()
+    try:
+        assert informer.wait_synced(5)
+        assert [o["metadata"]["name"] for o in informer.list()] == ["s2"]
+    finally:
+        informer.stop()
+
+
+def test_expired_watch_relists_and_reports_the_differences(
+    server: FakeApiServer, api: client.ResourceV1Api
+) -> None:
+    """After the history is compacted the informer relists and fires what it missed as events."""
+    raw.call(api.create_resource_slice, slice_("s1", "n1"))
+    recorder = Recorder()
+    informer = Informer(
+        api.list_resource_slice, name="t", handler=recorder, watch_timeout_seconds=1
+    )
+    informer.start()
+    try:
+        assert informer.wait_synced(5)
+        recorder.wait_for(1)
+        # Keep the informer from watching, change things and compact the history behind it:
+        # its next watch from the old resourceVersion gets 410 Expired.
+        outage = server.faults.inject(verb="watch", status=503)
+        deadline = time.monotonic() + 5
+        while outage.hits == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        raw.call(api.delete_resource_slice, "s1")
+        raw.call(api.create_resource_slice, slice_("s3", "n3"))
+        server.compact()
+        outage.remove()
+        events = recorder.wait_for(3, timeout=15)
+        assert sorted(events[1:]) == [("ADDED", "s3"), ("DELETED", "s1")]
+        assert [o["metadata"]["name"] for o in informer.list()] == ["s3"]
+    finally:
+        informer.stop()
+
+
+def test_stop_is_prompt_on_a_quiet_watch(api: client.ResourceV1Api) -> None:
+    """stop() returns quickly even when no event would ever end the watch."""
+    informer = Informer(api.list_resource_slice, name="t")
+    informer.start()
+    assert informer.wait_synced(5)
+    time.sleep(0.2)
+    started = time.monotonic()
+    informer.stop()
+    assert time.monotonic() - started < 1.0
+
+
+def test_a_failing_handler_does_not_stop_the_watch(api: client.ResourceV1Api) -> None:
+    """An exception in the handler is logged and later events still arrive."""
+    seen: list[str] = []
+
+    def handler(kind: EventType, obj: Object) -> None:
+        seen.append(obj["metadata"]["name"])
+        if obj["metadata"]["name"] == "bad":
+            raise RuntimeError("boom")
+
+    informer = Informer(api.list_resource_slice, name="t", handler=handler)
+    informer.start()
+    try:
+        assert informer.wait_synced(5)
+        raw.call(api.create_resource_slice, slice_("bad", "n1"))
+        raw.call(api.create_resource_slice, slice_("good", "n2"))
+        deadline = time.monotonic() + 5
+        while "good" not in seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert seen == ["bad", "good"]
+    finally:
+        informer.stop()
