@@ -1,0 +1,74 @@
+"""Small accessors on raw Kubernetes objects shared by the harness actors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+Object = dict[str, Any]
+
+
+def namespace_name(obj: Object) -> tuple[str, str]:
+    """Return (namespace, name); namespace is "" for cluster-scoped objects."""
+    metadata = obj.get("metadata") or {}
+    return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+
+
+def uid(obj: Object) -> str:
+    """Return metadata.uid."""
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+def is_deleting(obj: Object) -> bool:
+    """Whether deletion has started (a deletionTimestamp is set)."""
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def is_terminal(pod: Object) -> bool:
+    """Whether a pod has finished: it will never run again."""
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def controller_reference(obj: Object) -> Object | None:
+    """Return the ownerReference with ``controller: true``, if any."""
+    for reference in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if reference.get("controller"):
+            return dict(reference)
+    return None
+
+
+def controller_uid(obj: Object) -> str | None:
+    """Return the UID of the controlling owner, if any."""
+    reference = controller_reference(obj)
+    return None if reference is None else str(reference.get("uid"))
+
+
+def owner_reference(owner: Object) -> Object:
+    """Build a controller ownerReference pointing at ``owner``."""
+    return {
+        "apiVersion": owner.get("apiVersion", "v1"),
+        "kind": owner.get("kind", "Pod"),
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def reserved_uids(claim: Object) -> set[str]:
+    """UIDs of the consumers in a claim's ``status.reservedFor``."""
+    return {str(r.get("uid")) for r in (claim.get("status") or {}).get("reservedFor") or []}
+
+
+def pod_claim_names(pod: Object) -> dict[str, str | None]:
+    """Map each pod claim entry to its ResourceClaim name (None: not generated yet)."""
+    generated = {
+        status["name"]: status.get("resourceClaimName")
+        for status in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+    }
+    names: dict[str, str | None] = {}
+    for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+        if entry.get("resourceClaimName"):
+            names[entry["name"]] = entry["resourceClaimName"]
+        else:
+            names[entry["name"]] = generated.get(entry["name"])
+    return names
