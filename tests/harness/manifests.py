@@ -2,9 +2,35 @@
 
 from __future__ import annotations
 
-from harness.minimal_plugin import DRIVER
+from typing import Any
 
 from dra_driver.nvml.inventory import Inventory, NodeInventory
+
+DRIVER = "gpushare.dra.dev"
+
+
+def device(name: str, memory: str = "16Gi", *, shareable: bool = True) -> dict[str, Any]:
+    """Build a card as the kubelet plugin publishes it: cores and memory as consumable capacity."""
+    published: dict[str, Any] = {"name": name, "attributes": {"uuid": {"string": f"GPU-{name}"}}}
+    if not shareable:
+        published["capacity"] = {"memory": {"value": memory}}
+        return published
+    published["allowMultipleAllocations"] = True
+    published["capacity"] = {
+        "cores": {
+            "value": "100",
+            "requestPolicy": {
+                "default": "100",
+                "validRange": {"min": "0", "max": "100", "step": "1"},
+            },
+        },
+        "memory": {
+            "value": memory,
+            "requestPolicy": {"default": memory, "validRange": {"min": "1Mi", "step": "1Mi"}},
+        },
+    }
+    return published
+
 
 INVENTORY = Inventory(nodes=(NodeInventory(name="node-a"), NodeInventory(name="node-b")))
 

@@ -11,9 +11,9 @@ import json
 import threading
 from concurrent import futures
 from pathlib import Path
-from typing import Any
 
 import grpc
+from harness.manifests import DRIVER, device
 from kubernetes import client
 
 from dra_driver._proto.dra.v1 import api_pb2 as dra
@@ -21,29 +21,6 @@ from dra_driver._proto.dra.v1 import api_pb2_grpc as dra_grpc
 from dra_driver._proto.pluginregistration.v1 import api_pb2 as reg
 from dra_driver._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from dra_driver.k8s import raw
-
-DRIVER = "gpushare.dra.dev"
-
-
-def device(name: str, memory: str = "16Gi") -> dict[str, Any]:
-    return {
-        "name": name,
-        "allowMultipleAllocations": True,
-        "attributes": {"uuid": {"string": f"GPU-{name}"}},
-        "capacity": {
-            "cores": {
-                "value": "100",
-                "requestPolicy": {
-                    "default": "100",
-                    "validRange": {"min": "0", "max": "100", "step": "1"},
-                },
-            },
-            "memory": {
-                "value": memory,
-                "requestPolicy": {"default": memory, "validRange": {"min": "1Mi", "step": "1Mi"}},
-            },
-        },
-    }
 
 
 class MinimalPlugin(reg_grpc.RegistrationServicer, dra_grpc.DRAPluginServicer):

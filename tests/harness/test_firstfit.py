@@ -5,33 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from harness.manifests import DRIVER
+from harness.manifests import device as card
 
 from dra_driver.testing.actors.firstfit import AllocatedState, Unallocatable, allocate_on_node
 
 GI = 1024**3
-DRIVER = "gpushare.dra.dev"
-
-
-def card(name: str, memory: str = "16Gi", shareable: bool = True) -> dict[str, Any]:
-    device: dict[str, Any] = {"name": name, "attributes": {"uuid": {"string": f"GPU-{name}"}}}
-    if shareable:
-        device["allowMultipleAllocations"] = True
-        device["capacity"] = {
-            "cores": {
-                "value": "100",
-                "requestPolicy": {
-                    "default": "100",
-                    "validRange": {"min": "0", "max": "100", "step": "1"},
-                },
-            },
-            "memory": {
-                "value": memory,
-                "requestPolicy": {"default": memory, "validRange": {"min": "1Mi", "step": "1Mi"}},
-            },
-        }
-    else:
-        device["capacity"] = {"memory": {"value": memory}}
-    return device
 
 
 def pool(

@@ -223,13 +223,7 @@ class Kubelet:
             ],
             "startTime": now,
         }
-        raw.call(
-            self._core.patch_namespaced_pod_status,
-            pod_name,
-            namespace,
-            {"status": status},
-            _content_type=raw.MERGE_PATCH,
-        )
+        objects.patch_pod_status(self._core, pod, status)
 
     def _release(self, key: tuple[str, str], pod_uid: str) -> None:
         """Forget the pod's containers; unprepare claims no other pod on the node uses."""
@@ -254,14 +248,8 @@ class Kubelet:
 
     def complete_pod(self, namespace: str, name: str, *, succeeded: bool = True) -> None:
         """Mark a pod's containers as exited, as the kubelet does when a Job's pod finishes."""
-        phase = "Succeeded" if succeeded else "Failed"
-        raw.call(
-            self._core.patch_namespaced_pod_status,
-            name,
-            namespace,
-            {"status": {"phase": phase}},
-            _content_type=raw.MERGE_PATCH,
-        )
+        pod = {"metadata": {"namespace": namespace, "name": name}}
+        objects.patch_pod_status(self._core, pod, {"phase": "Succeeded" if succeeded else "Failed"})
 
 
 class _PrepareError(Exception):

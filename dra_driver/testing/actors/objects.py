@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubernetes import client
+
+from dra_driver.k8s import raw
+
 Object = dict[str, Any]
 
 
@@ -72,3 +76,15 @@ def pod_claim_names(pod: Object) -> dict[str, str | None]:
         else:
             names[entry["name"]] = generated.get(entry["name"])
     return names
+
+
+def patch_pod_status(core: client.CoreV1Api, pod: Object, status: Object) -> Object:
+    """Merge-patch ``status`` into the pod's status (lists given replace lists stored)."""
+    namespace, name = namespace_name(pod)
+    return raw.call(
+        core.patch_namespaced_pod_status,
+        name,
+        namespace,
+        {"status": status},
+        _content_type=raw.MERGE_PATCH,
+    )

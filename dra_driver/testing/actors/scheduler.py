@@ -269,13 +269,6 @@ class Scheduler:
                     "lastTransitionTime": _now(),
                 }
             )
-            namespace, name = objects.namespace_name(pod)
-            raw.call(
-                self._core.patch_namespaced_pod_status,
-                name,
-                namespace,
-                {"status": {"conditions": conditions}},
-                _content_type=raw.MERGE_PATCH,
-            )
+            objects.patch_pod_status(self._core, pod, {"conditions": conditions})
             self._events.record(pod, "Warning", "FailedScheduling", message)
         raise Requeue(_UNSCHEDULABLE_RETRY_SECONDS, message)
