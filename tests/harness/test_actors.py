@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -153,3 +154,42 @@ def test_external_allocation_is_honoured_and_never_deallocated_by_the_actors(
             assert current["status"]["allocation"]["devices"]["results"][0]["device"] == "gpu-0"
         finally:
             plugin.stop()
+
+
+def test_gated_pod_waits_until_its_gate_is_removed(work_dir: Path) -> None:
+    """A pod with a scheduling gate is left alone; once the gate goes it is scheduled."""
+    with FakeCluster(INVENTORY, work_dir) as cluster:
+        core = client.CoreV1Api(cluster.api)
+        plugin = MinimalPlugin(cluster.api, "node-a", cluster.node_dirs("node-a").root)
+        plugin.publish()
+        gated = {
+            **POD,
+            "spec": {**POD["spec"], "schedulingGates": [{"name": f"{DRIVER}/allocation"}]},
+        }
+        cluster.apply([DEVICE_CLASS, TEMPLATE, gated])
+
+        def claim_generated() -> bool:
+            pod = raw.call(core.read_namespaced_pod, "infer", "default")
+            return bool(pod.get("status", {}).get("resourceClaimStatuses"))
+
+        # kube-controller-manager creates claims for gated pods; the scheduler must not act.
+        cluster.wait_for(claim_generated, "the claim of the gated pod")
+        time.sleep(0.5)
+        pod = raw.call(core.read_namespaced_pod, "infer", "default")
+        assert pod["spec"].get("nodeName") is None
+        claims = raw.call(
+            client.ResourceV1Api(cluster.api).list_namespaced_resource_claim, "default"
+        )
+        assert all(not c.get("status", {}).get("allocation") for c in claims["items"])
+        raw.call(
+            core.patch_namespaced_pod,
+            "infer",
+            "default",
+            {"spec": {"schedulingGates": []}},
+            _content_type=raw.MERGE_PATCH,
+        )
+
+        def bound() -> str | None:
+            return raw.call(core.read_namespaced_pod, "infer", "default")["spec"].get("nodeName")
+
+        assert cluster.wait_for(bound, "the ungated pod to be bound") == "node-a"
