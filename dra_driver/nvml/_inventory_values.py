@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, TypeVar
 
-from dra_driver.k8s import quantity as k8s_quantity
-
 T = TypeVar("T")
 
 MAX_CARDS_PER_NODE: Final = 128  # the most devices one ResourceSlice may hold
@@ -170,8 +168,15 @@ def parse_quantity(value: object) -> int:
 
 
 def format_quantity(size: int) -> str:
-    """Write ``size`` bytes with the largest binary suffix that divides it (``80Gi``)."""
-    return k8s_quantity.format_quantity(size, k8s_quantity.QuantityFormat.BINARY)
+    """Write ``size`` bytes with the largest suffix :func:`parse_quantity` accepts (``80Gi``).
+
+    Not ``dra_driver.k8s.quantity.format_quantity``: that one also writes ``Pi``/``Ei``, which
+    inventories refuse, so a dumped inventory would no longer load.
+    """
+    for suffix, unit in _SUFFIXES.items():
+        if size % unit == 0:
+            return f"{size // unit}{suffix}"
+    return str(size)
 
 
 def compute_capability(value: object) -> str:
