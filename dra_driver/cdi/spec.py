@@ -1,0 +1,178 @@
+"""The CDI spec model: container edits, devices, the spec document, and writing it atomically.
+
+The dataclasses are immutable values; :meth:`CdiSpec.to_dict` turns one into the JSON object
+a container runtime loads, with ``cdiVersion`` set to the lowest version that has every
+feature the spec uses (older runtimes vendor older CDI libraries and refuse newer versions).
+:func:`atomic_write_json` is the only function in the package that touches the filesystem.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from dra_driver.cdi.validate import required_version, validate_spec
+
+__all__ = [
+    "CdiDevice",
+    "CdiSpec",
+    "ContainerEdits",
+    "DeviceNode",
+    "Mount",
+    "atomic_write_json",
+    "validate_spec",
+]
+
+READ_ONLY_BIND = ("ro", "nosuid", "nodev", "bind")
+READ_WRITE_BIND = ("rw", "nosuid", "nodev", "bind")
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class DeviceNode:
+    """A device node in the container; ``host_path`` when it lives elsewhere on the host."""
+
+    path: str
+    host_path: str | None = None
+    permissions: str = "rw"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the CDI ``deviceNodes[]`` entry."""
+        node: dict[str, Any] = {"path": self.path}
+        if self.host_path is not None:
+            node["hostPath"] = self.host_path
+        node["permissions"] = self.permissions
+        return node
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A bind mount of a host path into the container, read-only unless the options say rw."""
+
+    host_path: str
+    container_path: str
+    options: tuple[str, ...] = READ_ONLY_BIND
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the CDI ``mounts[]`` entry."""
+        return {
+            "hostPath": self.host_path,
+            "containerPath": self.container_path,
+            "options": list(self.options),
+        }
+
+
+def _last_wins(items: Iterable[_T], key: Callable[[_T], object]) -> tuple[_T, ...]:
+    """Keep one item per key: the last one given, at the place where the key first appeared."""
+    merged: dict[object, _T] = {}
+    for item in items:
+        merged[key(item)] = item
+    return tuple(merged.values())
+
+
+@dataclass(frozen=True)
+class ContainerEdits:
+    """Edits for a container: ``env`` entries are ``"K=V"`` strings, as in CDI."""
+
+    env: tuple[str, ...] = ()
+    device_nodes: tuple[DeviceNode, ...] = ()
+    mounts: tuple[Mount, ...] = ()
+
+    def merge(self, other: ContainerEdits) -> ContainerEdits:
+        """Return these edits followed by ``other``'s, the later one winning as a runtime does.
+
+        A variable, a device node (by path) or a mount (by container path) that both set keeps
+        ``other``'s value; the runtime would replace it the same way when applying both.
+        """
+        return ContainerEdits(
+            env=_last_wins((*self.env, *other.env), lambda entry: entry.partition("=")[0]),
+            device_nodes=_last_wins(
+                (*self.device_nodes, *other.device_nodes), lambda node: node.path
+            ),
+            mounts=_last_wins((*self.mounts, *other.mounts), lambda m: m.container_path),
+        )
+
+    def is_empty(self) -> bool:
+        """Whether there is nothing to edit (CDI refuses a device with no edits)."""
+        return not (self.env or self.device_nodes or self.mounts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the CDI ``containerEdits`` object; empty lists are left out, as CDI does."""
+        edits: dict[str, Any] = {}
+        if self.env:
+            edits["env"] = list(self.env)
+        if self.device_nodes:
+            edits["deviceNodes"] = [node.to_dict() for node in self.device_nodes]
+        if self.mounts:
+            edits["mounts"] = [mount.to_dict() for mount in self.mounts]
+        return edits
+
+
+@dataclass(frozen=True)
+class CdiDevice:
+    """One named device of a spec; its CDI ID is ``<kind>=<name>``."""
+
+    name: str
+    edits: ContainerEdits
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the CDI ``devices[]`` entry."""
+        return {"name": self.name, "containerEdits": self.edits.to_dict()}
+
+
+@dataclass(frozen=True)
+class CdiSpec:
+    """A CDI spec: a kind (``vendor/class``), its devices, and edits for any of them."""
+
+    kind: str
+    devices: tuple[CdiDevice, ...]
+    edits: ContainerEdits | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the spec document, with the minimum ``cdiVersion`` its features need."""
+        doc: dict[str, Any] = {
+            "cdiVersion": "",
+            "kind": self.kind,
+            "devices": [device.to_dict() for device in self.devices],
+        }
+        if self.edits is not None and not self.edits.is_empty():
+            doc["containerEdits"] = self.edits.to_dict()
+        doc["cdiVersion"] = required_version(doc)
+        return doc
+
+
+def atomic_write_json(path: Path, doc: Mapping[str, Any], mode: int = 0o644) -> None:
+    """Replace ``path`` with ``doc`` as JSON, so that a reader sees the old or the new file.
+
+    The data goes to a hidden temporary file in the same directory (named ``.<name>.*.tmp``,
+    which no CDI runtime loads), is flushed and fsynced, then renamed over ``path``; the
+    directory is fsynced so that the rename survives a power cut. On any failure the temporary
+    file is removed and ``path`` is left as it was.
+    """
+    data = (json.dumps(doc, indent=2, allow_nan=False) + "\n").encode()
+    directory = path.parent
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    temporary = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            os.fchmod(file.fileno(), mode)
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        temporary.replace(path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise
+    directory_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(directory_fd)
+    finally:
+        os.close(directory_fd)
