@@ -1,0 +1,283 @@
+"""Keeps the node's ResourceSlices equal to the cards it is given (dra-api.md §7).
+
+One pool per node, named after the node. A change confined to one slice is written in place;
+adding or removing slices, or changing more than one, bumps the pool generation and rewrites
+every slice at the new generation, so consumers never mix old and new slices. Slices someone
+deletes are written again. Before the first slice with devices is written, a dry-run create
+checks that the API server keeps the consumable-capacity fields; if it strips them (the
+``DRAConsumableCapacity`` gate is off), sharing cannot work and only an empty slice is
+published, until a periodic re-check finds the gate on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+from kubernetes import client
+
+from dra_driver.api import DriverNames
+from dra_driver.k8s import raw
+from dra_driver.k8s.errors import ApiError, NotFoundError
+from dra_driver.k8s.informer import EventType, Informer
+from dra_driver.k8s.reconcile import ReconcileLoop, Requeue
+from dra_driver.kubeletplugin.slices import (
+    desired_slices,
+    keeps_capacity,
+    plan_sync,
+    slice_name,
+    with_generation,
+)
+from dra_driver.logging import get_logger
+from dra_driver.nvml.inventory import Card
+
+Object = dict[str, Any]
+
+log = get_logger(__name__)
+
+_KEY: Final = "slices"
+_NODE_RETRY_SECONDS: Final = 2.0
+_SYNC_RETRY_SECONDS: Final = 0.05
+ENABLE_GATE_HINT: Final = (
+    "enable the DRAConsumableCapacity feature gate on kube-apiserver, kube-scheduler and "
+    "kubelet (alpha in 1.34/1.35, on by default from 1.36)"
+)
+
+
+def _version(text: object) -> int:
+    """Return a resourceVersion as a number (etcd revisions are), 0 if it is not one."""
+    return int(text) if isinstance(text, str) and text.isdigit() else 0
+
+
+def _rv(obj: Object) -> int:
+    return _version(obj.get("metadata", {}).get("resourceVersion"))
+
+
+class SlicePublisher:
+    """Publishes the node's cards as ResourceSlices and keeps them so until stopped.
+
+    ``publish`` may be called any time, from any thread; the latest cards win. Writes happen on
+    one worker thread, which retries API errors with backoff. ``stop`` leaves the slices in
+    place: the kubelet removes them once the driver is gone (dra-api.md §5.5).
+    """
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        names: DriverNames,
+        node_name: str,
+        *,
+        on_capacity_unsupported: Callable[[str], None] | None = None,
+        recheck_seconds: float = 60.0,
+    ) -> None:
+        self._names = names
+        self._node_name = node_name
+        self._on_capacity_unsupported = on_capacity_unsupported
+        self._recheck_seconds = recheck_seconds
+        self._resource = client.ResourceV1Api(api_client)
+        self._core = client.CoreV1Api(api_client)
+        self._version_api = client.VersionApi(api_client)
+        self._lock = threading.Lock()
+        self._cards: tuple[Card, ...] | None = None
+        self._wanted = 0  # bumped by every publish(), so a pass knows whether it is current
+        self._published = threading.Event()
+        self._capacity: bool | None = None
+        self._next_check = 0.0
+        self._node_uid: str | None = None
+        self._last_generation = 0
+        # Our writes the informer has not shown yet, by name: (resourceVersion, object or None
+        # if we deleted it). Without this a pass right after a write would redo it.
+        self._written: dict[str, tuple[int, Object | None]] = {}
+        self._informer = Informer(
+            self._resource.list_resource_slice,
+            name=f"slices-{node_name}",
+            handler=self._on_event,
+            field_selector=f"spec.nodeName={node_name},spec.driver={names.driver}",
+        )
+        self._loop: ReconcileLoop[str] = ReconcileLoop("slice-publisher", self._reconcile)
+
+    # -- public interface --------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start watching the node's slices and publishing."""
+        self._informer.start()
+        self._loop.start()
+        self._loop.queue.add(_KEY)
+
+    def stop(self) -> None:
+        """Stop publishing (the slices stay) and join the threads."""
+        self._loop.stop()
+        self._informer.stop()
+
+    def publish(self, cards: Sequence[Card]) -> None:
+        """Make ``cards`` the node's devices; unhealthy ones are left out."""
+        with self._lock:
+            self._cards = tuple(cards)
+            self._wanted += 1
+            self._published.clear()
+        self._loop.queue.add(_KEY)
+
+    def wait_published(self, timeout: float | None) -> bool:
+        """Wait until the slices match the cards last given to :meth:`publish`."""
+        return self._published.wait(timeout)
+
+    @property
+    def consumable_capacity_supported(self) -> bool | None:
+        """Whether the API server keeps consumable-capacity fields; ``None`` until checked."""
+        return self._capacity
+
+    # -- reconciling ---------------------------------------------------------------------------
+
+    def _on_event(self, _: EventType, __: Object) -> None:
+        self._loop.queue.add(_KEY)
+
+    def _reconcile(self, _: str) -> None:
+        with self._lock:
+            cards, wanted = self._cards, self._wanted
+        if cards is None:
+            return  # nothing to publish yet
+        if not self._informer.synced:
+            raise Requeue(_SYNC_RETRY_SECONDS, "waiting for the slice informer")
+        uid = self._node_uid or self._read_node_uid()
+        desired = desired_slices(self._names, self._node_name, uid, cards)
+        has_devices = bool(desired[0]["spec"]["devices"])
+        if has_devices:
+            if self._capacity is None or (
+                self._capacity is False and time.monotonic() >= self._next_check
+            ):
+                self._probe(desired[0])
+            if self._capacity is False:
+                desired = desired_slices(self._names, self._node_name, uid, ())
+        self._sync(desired)
+        with self._lock:
+            if wanted == self._wanted:
+                self._published.set()
+        if has_devices and self._capacity is False:
+            delay = max(self._next_check - time.monotonic(), _SYNC_RETRY_SECONDS)
+            raise Requeue(delay, "re-check consumable capacity support")
+
+    def _read_node_uid(self) -> str:
+        try:
+            node = raw.call(self._core.read_node, self._node_name)
+        except NotFoundError:
+            log.info("slices.node_missing", node=self._node_name, retry=_NODE_RETRY_SECONDS)
+            raise Requeue(_NODE_RETRY_SECONDS, "node not found") from None
+        self._node_uid = str(node["metadata"]["uid"])
+        return self._node_uid
+
+    def _actual(self) -> list[Object]:
+        """Return the informer's slices, overlaid with our writes it has not caught up with."""
+        informer_rv = _version(self._informer.resource_version)
+        seen = {slice_name(s): s for s in self._informer.list()}
+        for name, (rv, obj) in list(self._written.items()):
+            cached = seen.get(name)
+            if obj is None:  # deleted by us: hide it until the informer drops it
+                if cached is not None and _rv(cached) <= rv:
+                    del seen[name]
+                else:
+                    del self._written[name]
+            elif (cached is not None and _rv(cached) >= rv) or (
+                cached is None and informer_rv >= rv
+            ):
+                del self._written[name]  # the informer knows this write or a later change
+            else:
+                seen[name] = obj
+        return list(seen.values())
+
+    def _sync(self, desired: list[Object]) -> None:
+        plan = plan_sync(self._actual(), desired, self._node_name, self._last_generation)
+        self._last_generation = max(self._last_generation, plan.generation)
+        if plan.empty:
+            return
+        if (
+            plan.create
+            and self._read_node_uid() != desired[0]["metadata"]["ownerReferences"][0]["uid"]
+        ):
+            raise Requeue(0, "the Node was replaced; owner references must follow")
+        for obj in plan.delete_first:
+            self._delete(obj)
+        for current, want in plan.update:
+            metadata = {
+                **current["metadata"],
+                "labels": {
+                    **(current["metadata"].get("labels") or {}),
+                    **want["metadata"]["labels"],
+                },
+                "ownerReferences": want["metadata"]["ownerReferences"],
+            }
+            body = {**current, "metadata": metadata, "spec": want["spec"]}
+            self._check_kept(
+                want, self._write(self._resource.replace_resource_slice, slice_name(current), body)
+            )
+        for want in plan.create:
+            self._check_kept(want, self._write(self._resource.create_resource_slice, want))
+        for obj in plan.delete_last:
+            self._delete(obj)
+        log.info(
+            "slices.published",
+            generation=plan.generation,
+            slices=len(desired),
+            devices=sum(len(s["spec"]["devices"]) for s in desired),
+            updated=len(plan.update),
+            created=len(plan.create),
+            deleted=len(plan.delete_first) + len(plan.delete_last),
+        )
+
+    def _write(self, method: Callable[..., Any], *args: Any) -> Object:  # noqa: ANN401
+        stored = raw.call(method, *args)
+        self._written[slice_name(stored)] = (_rv(stored), stored)
+        return stored
+
+    def _delete(self, obj: Object) -> None:
+        with contextlib.suppress(NotFoundError):  # already gone: that is what we wanted
+            raw.call(self._resource.delete_resource_slice, slice_name(obj))
+        self._written[slice_name(obj)] = (_rv(obj), None)
+
+    # -- consumable capacity -----------------------------------------------------------------
+
+    def _probe(self, slice_: Object) -> None:
+        """Create ``slice_`` with dryRun=All and see whether the server kept the fields."""
+        sent = with_generation(slice_, 1)
+        stored = raw.call(self._resource.create_resource_slice, sent, dry_run="All")
+        self._set_capacity(supported=keeps_capacity(sent, stored))
+
+    def _check_kept(self, sent: Object, stored: Object) -> None:
+        """After a real write: if the gate went off since the probe, fall back at once."""
+        if not keeps_capacity(sent, stored):
+            self._set_capacity(supported=False)
+            raise Requeue(0, "the API server dropped consumable-capacity fields")
+
+    def _set_capacity(self, *, supported: bool) -> None:
+        self._next_check = time.monotonic() + self._recheck_seconds
+        previous, self._capacity = self._capacity, supported
+        if supported:
+            if previous is False:
+                log.info("slices.consumable_capacity_supported", action="publishing devices")
+            return
+        if previous is False:
+            log.debug("slices.consumable_capacity_still_unsupported")
+            return
+        git_version = self._git_version()
+        message = (
+            f"the API server ({git_version}) drops allowMultipleAllocations and requestPolicy "
+            "from ResourceSlice devices, so GPUs cannot be shared; publishing no devices until "
+            f"it keeps them: {ENABLE_GATE_HINT}"
+        )
+        log.error(
+            "slices.consumable_capacity_unsupported",
+            git_version=git_version,
+            action=ENABLE_GATE_HINT,
+            detail=message,
+            recheck_seconds=self._recheck_seconds,
+        )
+        if self._on_capacity_unsupported is not None:
+            self._on_capacity_unsupported(message)
+
+    def _git_version(self) -> str:
+        try:
+            return str(raw.call(self._version_api.get_code).get("gitVersion") or "unknown")
+        except ApiError as exc:
+            return f"unknown: {exc}"
