@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import structlog
@@ -22,3 +25,13 @@ def _restore_logging() -> Iterator[None]:
     structlog.reset_defaults()
     structlog.contextvars.clear_contextvars()
     root.handlers, root.level = handlers, level
+
+
+@pytest.fixture
+def work_dir() -> Iterator[Path]:
+    """Yield a short temporary directory: unix socket paths must stay under 108 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="gs-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

@@ -10,6 +10,10 @@ from importlib import metadata
 from typing import TYPE_CHECKING, Final
 
 from dra_driver import __version__
+from dra_driver.k8s.settings import KubeClientSettings
+from dra_driver.kubeletplugin import plugin
+from dra_driver.kubeletplugin.settings import KubeletPluginSettings
+from dra_driver.metrics.settings import ObservabilitySettings
 from dra_driver.settings import OutputSettings
 
 if TYPE_CHECKING:
@@ -73,3 +77,13 @@ def version(invocation: Invocation) -> int:
     for key, value in (facts | libraries).items():
         print(f"  {key}: {value}")  # noqa: T201
     return 0
+
+
+def kubelet_plugin(invocation: Invocation) -> int:
+    """Run the kubelet plugin until SIGTERM."""
+    return plugin.run(
+        invocation.names,
+        invocation.settings(KubeletPluginSettings),
+        invocation.settings(KubeClientSettings),
+        invocation.settings(ObservabilitySettings),
+    )

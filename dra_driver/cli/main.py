@@ -62,7 +62,7 @@ COMMANDS: Final = (
         "kubelet-plugin",
         "publish this node's cards and prepare claims for the kubelet (DaemonSet)",
         (KubeletPluginSettings, KubeClientSettings, ObservabilitySettings),
-        commands.not_implemented("the kubelet plugin"),
+        commands.kubelet_plugin,
     ),
     Command(
         "webhook",

@@ -16,28 +16,35 @@ class KubeletPluginSettings:
     node_name: str = flag("", "name of the Node this plugin serves (downward API spec.nodeName)")
     pod_uid: str = flag(
         "",
-        "UID of this plugin's Pod; when set, socket names are per Pod and a file lock "
-        "serialises prepare calls, so two plugin Pods can overlap in a rolling update",
+        "UID of this plugin's Pod; when set, socket names are per Pod so two plugin Pods can "
+        "overlap in a rolling update (prepare calls are always serialised by a file lock)",
     )
-    kubelet_registrar_directory_path: Path = flag(
+    plugin_registry_dir: Path = flag(
         Path("/var/lib/kubelet/plugins_registry"),
         "directory the kubelet watches for plugin registration sockets",
     )
-    kubelet_plugins_directory_path: Path = flag(
-        Path("/var/lib/kubelet/plugins"),
-        "parent of this driver's plugin directory (<this>/<driver name>: DRA socket, checkpoint)",
+    plugin_dir: Path | None = flag(
+        None,
+        "this driver's directory for the DRA socket, checkpoint and per-claim state; "
+        "default /var/lib/kubelet/plugins/<driver name>",
     )
     cdi_root: Path = flag(Path("/var/run/cdi"), "directory for the per-claim transient CDI specs")
     driver_root: Path = flag(
         Path("/"), "host root under which the NVIDIA driver's libraries and device nodes live"
     )
-    inventory_backend: str = flag(
-        "nvml", "where cards are discovered: nvml (real), or fake", choices=("nvml", "fake")
+    gpu_inventory: Path | None = flag(
+        None, "YAML description of fake cards to use instead of NVML (tests, simulation)"
     )
-    fake_inventory: Path | None = flag(
-        None, "YAML description of fake cards, read with --inventory-backend=fake"
-    )
-    default_backend: Backend = flag(
+    backend: Backend = flag(
         Backend.HAMI_CORE, "interception backend for claims whose config does not choose one"
     )
-    healthcheck_port: int = flag(51515, "TCP port of the gRPC liveness service; negative: off")
+    hami_core_library: Path = flag(
+        Path("/usr/local/vgpu/libvgpu.so"), "host path of HAMi-core's libvgpu.so"
+    )
+    mps_pipe_directory: Path = flag(
+        Path("/run/nvidia/mps"), "host directory of the NVIDIA MPS control daemon's pipes"
+    )
+
+    def resolved_plugin_dir(self, driver: str) -> Path:
+        """Return the plugin directory, defaulting to the kubelet's convention for ``driver``."""
+        return self.plugin_dir or Path("/var/lib/kubelet/plugins") / driver

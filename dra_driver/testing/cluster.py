@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, TypeVar
 
 from kubernetes import client
 
@@ -41,12 +41,6 @@ _CREATE: Final[dict[str, tuple[str, str, bool]]] = {
     "ResourceClaimTemplate": ("ResourceV1Api", "namespaced_resource_claim_template", True),
     "ResourceSlice": ("ResourceV1Api", "resource_slice", False),
 }
-
-
-class _Backend(Protocol):
-    def start(self) -> None: ...
-    def stop(self) -> None: ...
-    def api_client(self) -> client.ApiClient: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +101,7 @@ class FakeCluster:
         self.inventory = inventory
         self.work_dir = work_dir
         self.real = bin_dir is not None
-        self._backend: _Backend = (
+        self._backend: FakeApiServer | RealControlPlane = (
             RealControlPlane(bin_dir, work_dir / "controlplane")
             if bin_dir is not None
             else FakeApiServer(kube_version=kube_version)
@@ -136,6 +130,15 @@ class FakeCluster:
         if self.api_client is None:
             raise RuntimeError("the cluster is not started")
         return self.api_client
+
+    def kubeconfig(self) -> Path:
+        """Return a kubeconfig for this cluster, so our binaries can run against it unchanged."""
+        if isinstance(self._backend, RealControlPlane):
+            return self._backend.kubeconfig
+        path = self.work_dir / "kubeconfig"
+        if not path.exists():
+            self._backend.write_kubeconfig(path)
+        return path
 
     def node_dirs(self, node: str) -> NodeDirs:
         """Return the host directories of ``node``."""

@@ -83,12 +83,15 @@ def test_bad_env_setting_is_a_usage_error_naming_the_variable(
 
 
 def test_component_settings_are_checked_before_running(capsys: pytest.CaptureFixture[str]) -> None:
-    """A bad component setting (HEALTHCHECK_PORT) is refused with exit status 2."""
-    assert main(["kubelet-plugin"], environ={"HEALTHCHECK_PORT": "high"}) == 2
-    assert "HEALTHCHECK_PORT: invalid int value 'high'" in capsys.readouterr().err
+    """A bad component setting (BACKEND) is refused with exit status 2."""
+    assert main(["kubelet-plugin"], environ={"BACKEND": "cuda"}) == 2
+    assert (
+        "BACKEND: invalid value 'cuda'; allowed values: hami-core, mps, none"
+        in capsys.readouterr().err
+    )
 
 
-@pytest.mark.parametrize("command", ["controller", "kubelet-plugin", "webhook", "plan"])
+@pytest.mark.parametrize("command", ["controller", "webhook", "plan"])
 def test_unimplemented_components_say_so_and_fail(
     command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

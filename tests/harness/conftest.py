@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from dra_driver.testing.controlplane import e2e_bin_dir as configured_bin_dir
-
-
-@pytest.fixture
-def work_dir() -> Iterator[Path]:
-    """Yield a short temporary directory: unix socket paths must stay under 108 bytes."""
-    path = Path(tempfile.mkdtemp(prefix="gs-", dir="/tmp"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

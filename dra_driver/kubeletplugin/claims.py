@@ -1,0 +1,200 @@
+"""From a ResourceClaim to what its containers get: the pure part of preparing a claim.
+
+Given the claim object, the node's cards and the plugin's defaults, pick this driver's results,
+merge this driver's configs (class entries first, then the claim's), turn consumed capacity
+into per-card shares, and build the CDI spec. No I/O: :mod:`state` does that around it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dra_driver.api import Backend, ConfigError, DriverNames, EffectiveConfig, decode_config
+from dra_driver.api.gpushareconfig import merge_configs
+from dra_driver.cdi import (
+    CardShare,
+    CdiDevice,
+    CdiSpec,
+    ContainerEdits,
+    HostPaths,
+    UnsafeNameError,
+    UnsupportedPolicyError,
+    build_edits,
+    cdi_device_name,
+    check_device_name,
+    check_request_name,
+    check_share_id,
+    qualified_name,
+)
+from dra_driver.k8s.quantity import QuantityError, ceil_int, parse_quantity
+from dra_driver.kubeletplugin.checkpoint import PreparedDevice
+from dra_driver.kubeletplugin.slices import device_name
+from dra_driver.nvml.inventory import Card
+
+Object = dict[str, Any]
+
+
+class ClaimError(Exception):
+    """This claim cannot be prepared; the message is returned to the kubelet for this claim."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedClaim:
+    """The outcome of preparing one claim: the kubelet's answer and the CDI spec to write."""
+
+    devices: tuple[PreparedDevice, ...]
+    spec: CdiSpec
+    config: EffectiveConfig
+
+
+def _base(request: str) -> str:
+    return request.split("/", 1)[0]
+
+
+def _configs_for(allocation: Object, driver: str, request: str) -> list[tuple[str, Any]]:
+    """Our config entries applying to ``request``, class entries first, each with its path."""
+    entries = []
+    for index, config in enumerate((allocation.get("devices") or {}).get("config") or []):
+        opaque = config.get("opaque") or {}
+        if opaque.get("driver") != driver:
+            continue
+        requests = config.get("requests") or []
+        if requests and request not in requests and _base(request) not in requests:
+            continue
+        entries.append((config.get("source", ""), index, opaque.get("parameters")))
+    # Stable sort keeps each source's own order; FromClass sorts before FromClaim.
+    entries.sort(key=lambda entry: entry[0] != "FromClass")
+    return [
+        (f"status.allocation.devices.config[{index}].opaque.parameters", parameters)
+        for _, index, parameters in entries
+    ]
+
+
+def _effective(
+    names: DriverNames, allocation: Object, results: Sequence[Object]
+) -> EffectiveConfig:
+    effective: EffectiveConfig | None = None
+    for result in results:
+        try:
+            decoded = [
+                decode_config(parameters, names, path=path)
+                for path, parameters in _configs_for(allocation, names.driver, result["request"])
+            ]
+        except ConfigError as exc:
+            raise ClaimError(f"invalid config: {exc}") from exc
+        current = merge_configs(decoded).effective()
+        if effective is not None and current != effective:
+            raise ClaimError(
+                "the requests of one claim must share isolation, priority and backend; "
+                f"request {result['request']} differs"
+            )
+        effective = current
+    if effective is None:
+        raise ClaimError(f"the allocation has no devices of driver {names.driver}")
+    return effective
+
+
+def _share(result: Object, card: Card) -> CardShare:
+    consumed = result.get("consumedCapacity") or {}
+    try:
+        cores = ceil_int(parse_quantity(consumed["cores"])) if "cores" in consumed else 100
+        memory = (
+            ceil_int(parse_quantity(consumed["memory"]))
+            if "memory" in consumed
+            else card.memory_bytes
+        )
+    except QuantityError as exc:
+        raise ClaimError(f"result for device {result['device']}: {exc}") from exc
+    return CardShare(
+        card=card, cores=cores, memory_bytes=memory, share_id=result.get("shareID"),
+        request=result["request"],
+    )  # fmt: skip
+
+
+def prepare_claim(
+    names: DriverNames,
+    node_name: str,
+    claim: Object,
+    *,
+    cards: Sequence[Card],
+    default_backend: Backend,
+    host: HostPaths,
+) -> PreparedClaim:
+    """Work out the answer and CDI spec for ``claim``; raise :class:`ClaimError` if impossible."""
+    uid = claim["metadata"]["uid"]
+    allocation = (claim.get("status") or {}).get("allocation")
+    if not allocation:
+        raise ClaimError("the claim is not allocated")
+    results = [
+        r
+        for r in (allocation.get("devices") or {}).get("results") or []
+        if r.get("driver") == names.driver
+    ]
+    by_name: Mapping[str, Card] = {device_name(card): card for card in cards}
+    shares: list[CardShare] = []
+    for result in results:
+        try:
+            check_device_name(result["device"])
+            check_request_name(_base(result["request"]))
+            if result.get("shareID") is not None:
+                check_share_id(result["shareID"])
+        except UnsafeNameError as exc:
+            raise ClaimError(str(exc)) from exc
+        if result.get("pool") != node_name:
+            raise ClaimError(
+                f"device {result['device']} is in pool {result.get('pool')!r}, not {node_name!r}"
+            )
+        card = by_name.get(result["device"])
+        if card is None:
+            raise ClaimError(f"device {result['device']} is not a card of node {node_name}")
+        shares.append(_share(result, card))
+    effective = _effective(names, allocation, results)
+    if effective.backend is None:
+        effective = dataclasses.replace(effective, backend=default_backend)
+    try:
+        edits = build_edits(uid, shares, effective, host)
+    except UnsupportedPolicyError as exc:
+        raise ClaimError(str(exc)) from exc
+    return _assemble(names, uid, results=results, shares=shares, edits=edits, effective=effective)
+
+
+def _assemble(
+    names: DriverNames,
+    uid: str,
+    *,
+    results: Sequence[Object],
+    shares: Sequence[CardShare],
+    edits: ContainerEdits,
+    effective: EffectiveConfig,
+) -> PreparedClaim:
+    """One CDI device per result, claim-wide edits at spec level (applied once per container)."""
+    devices: list[CdiDevice] = []
+    answer: list[PreparedDevice] = []
+    for index, (result, share) in enumerate(zip(results, shares, strict=True)):
+        name = cdi_device_name(uid, result["device"], result.get("shareID"))
+        node_path = f"/dev/nvidia{share.card.minor}"
+        nodes = tuple(n for n in edits.device_nodes if n.path == node_path)
+        # A CDI device needs at least one edit of its own; the share ID identifies it.
+        own = ContainerEdits(
+            env=(f"GPUSHARE_SHARE_{index}={result.get('shareID') or 'whole-card'}",),
+            device_nodes=nodes,
+        )
+        devices.append(CdiDevice(name=name, edits=own))
+        answer.append(
+            PreparedDevice(
+                request_names=(_base(result["request"]),),
+                pool_name=result["pool"],
+                device_name=result["device"],
+                cdi_device_ids=(qualified_name(names, name),),
+                share_id=result.get("shareID"),
+            )
+        )
+    card_nodes = {f"/dev/nvidia{s.card.minor}" for s in shares}
+    shared = dataclasses.replace(
+        edits, device_nodes=tuple(n for n in edits.device_nodes if n.path not in card_nodes)
+    )
+    return PreparedClaim(
+        tuple(answer), CdiSpec(kind=names.cdi_kind, devices=tuple(devices), edits=shared), effective
+    )

@@ -1,0 +1,246 @@
+"""Prepared claims on this node: checkpointed, idempotent, and safe to crash in.
+
+Order of a prepare: checkpoint ``PrepareStarted`` -> per-claim host directory -> CDI spec
+(atomic) -> checkpoint ``PrepareCompleted``. Unprepare removes in the reverse order. Start-up
+reconciliation rolls back half-done claims and orphaned spec files and rewrites the spec of a
+completed claim if it vanished (the kubelet will not ask again for a claim it thinks prepared).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from dra_driver.api import Backend, DriverNames
+from dra_driver.cdi import (
+    HostPaths,
+    UnsafeNameError,
+    atomic_write_json,
+    check_claim_uid,
+    spec_file_name,
+)
+from dra_driver.cdi.backends import HAMI_LIBRARY_PATH
+from dra_driver.k8s.errors import ApiError, NotFoundError
+from dra_driver.kubeletplugin.checkpoint import (
+    Checkpoint,
+    ClaimEntry,
+    ClaimState,
+    CorruptCheckpointError,
+    PreparedDevice,
+)
+from dra_driver.kubeletplugin.claims import ClaimError, prepare_claim
+from dra_driver.logging import bound, get_logger
+from dra_driver.nvml.inventory import Card
+
+log = get_logger(__name__)
+
+Object = dict[str, Any]
+
+# Test hook for crash tests: the process stops here (and says so in a file) until killed.
+PAUSE_ENV: Final = "GPUSHARE_TEST_PAUSE_AT"
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimRef:
+    """A claim as the kubelet names it."""
+
+    namespace: str
+    uid: str
+    name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """The answer for one claim: devices, or an error the kubelet will retry on."""
+
+    devices: tuple[PreparedDevice, ...] = ()
+    error: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class NodePaths:
+    """Host paths the plugin owns or hands to containers."""
+
+    plugin_dir: Path
+    cdi_root: Path
+    driver_root: Path
+    hami_core_library: Path
+    mps_pipe_directory: Path
+
+    @property
+    def hami_dir(self) -> Path:
+        """Per-node HAMi-core state: the preload file, the lock dir, per-claim caches."""
+        return self.plugin_dir / "hami"
+
+    def host_paths(self, claim_uid: str) -> HostPaths:
+        """Return the host paths a claim's container edits point at."""
+        return HostPaths(
+            driver_root=self.driver_root,
+            hami_library=self.hami_core_library,
+            hami_preload_file=self.hami_dir / "ld.so.preload",
+            hami_cache_dir=self.hami_dir / "claims" / claim_uid,
+            hami_lock_dir=self.hami_dir / "lock",
+            mps_pipe_dir=self.mps_pipe_directory,
+        )
+
+
+def pause_point(step: str) -> None:
+    """Stop here forever if a crash test asked to (``GPUSHARE_TEST_PAUSE_AT=<step>:<file>``)."""
+    wanted = os.environ.get(PAUSE_ENV, "")
+    if wanted.partition(":")[0] == step:
+        Path(wanted.partition(":")[2]).write_text(step)
+        while True:
+            time.sleep(3600)
+
+
+class ClaimPreparer:
+    """Prepares and unprepares claims; one call at a time (the gRPC layer serialises)."""
+
+    def __init__(
+        self,
+        names: DriverNames,
+        node_name: str,
+        paths: NodePaths,
+        *,
+        get_claim: Callable[[str, str], Object],
+        cards: Callable[[], Sequence[Card]],
+        default_backend: Backend,
+    ) -> None:
+        self._names, self._node = names, node_name
+        self._paths = paths
+        self._get_claim, self._cards = get_claim, cards
+        self._default_backend = default_backend
+        self._checkpoint = Checkpoint(paths.plugin_dir / "checkpoint.json")
+        self._lock = threading.Lock()
+
+    @property
+    def prepared(self) -> dict[str, ClaimEntry]:
+        """The checkpointed claims (a copy)."""
+        return dict(self._checkpoint.claims)
+
+    def start(self) -> None:
+        """Load the checkpoint and reconcile it with the CDI directory."""
+        for path in (self._paths.plugin_dir, self._paths.cdi_root, self._paths.hami_dir / "lock"):
+            path.mkdir(parents=True, exist_ok=True)
+        preload = self._paths.hami_dir / "ld.so.preload"
+        if not preload.exists():
+            preload.write_text(HAMI_LIBRARY_PATH + "\n")
+        # A corrupt checkpoint is moved aside and logged loudly by load(); what is on disk is
+        # then reconciled against the empty state below.
+        with contextlib.suppress(CorruptCheckpointError):
+            self._checkpoint.load()
+        self._reconcile()
+
+    def _reconcile(self) -> None:
+        for uid, entry in list(self._checkpoint.claims.items()):
+            spec_path = self._paths.cdi_root / entry.spec_file
+            if entry.state is ClaimState.PREPARE_STARTED:
+                log.warning("state.rollback", claim_uid=uid, reason="prepare did not complete")
+                spec_path.unlink(missing_ok=True)
+                shutil.rmtree(self._paths.host_paths(uid).hami_cache_dir, ignore_errors=True)
+                self._checkpoint.remove(uid)
+            elif not spec_path.exists() and entry.spec is not None:
+                log.warning("state.respec", claim_uid=uid, reason="CDI spec missing")
+                atomic_write_json(spec_path, entry.spec)
+        prefix = f"{self._names.cdi_vendor}-{self._names.cdi_class}_"
+        known = {entry.spec_file for entry in self._checkpoint.claims.values()}
+        for path in self._paths.cdi_root.glob(f"{prefix}*.json"):
+            if path.name not in known:
+                log.warning("state.orphan_removed", spec=str(path))
+                path.unlink(missing_ok=True)
+
+    def prepare(self, refs: Sequence[ClaimRef]) -> dict[str, Outcome]:
+        """Prepare each claim; one claim's failure never affects another's answer."""
+        with self._lock:
+            return {ref.uid: self._prepare_one(ref) for ref in refs}
+
+    def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
+        """Unprepare each claim; an unknown claim succeeds. Returns errors ("" for success)."""
+        with self._lock:
+            return {ref.uid: self._unprepare_one(ref) for ref in refs}
+
+    def _prepare_one(self, ref: ClaimRef) -> Outcome:
+        with bound(claim_uid=ref.uid, namespace=ref.namespace, name=ref.name):
+            try:
+                check_claim_uid(ref.uid)
+                return Outcome(devices=self._prepare_checked(ref))
+            except (ClaimError, UnsafeNameError) as exc:
+                log.warning("prepare.refused", error=str(exc))
+                return Outcome(error=str(exc))
+            except ApiError as exc:
+                log.warning("prepare.api_error", error=str(exc))
+                return Outcome(error=f"reading the claim failed, will be retried: {exc}")
+            except OSError as exc:
+                log.exception("prepare.io_error")
+                return Outcome(error=f"writing claim state failed: {exc}")
+
+    def _prepare_checked(self, ref: ClaimRef) -> tuple[PreparedDevice, ...]:
+        existing = self._checkpoint.claims.get(ref.uid)
+        if existing is not None and existing.state is ClaimState.PREPARE_COMPLETED:
+            log.info("prepare.already_prepared")
+            return existing.devices
+        try:
+            claim = self._get_claim(ref.namespace, ref.name)
+        except NotFoundError as exc:
+            raise ClaimError(f"claim {ref.namespace}/{ref.name} not found") from exc
+        actual = claim["metadata"].get("uid")
+        if actual != ref.uid:
+            raise ClaimError(
+                f"claim {ref.namespace}/{ref.name} was replaced: its UID is {actual}, "
+                f"the kubelet asked for {ref.uid}"
+            )
+        host = self._paths.host_paths(ref.uid)
+        prepared = prepare_claim(
+            self._names,
+            self._node,
+            claim,
+            cards=self._cards(),
+            default_backend=self._default_backend,
+            host=host,
+        )
+        spec_file = spec_file_name(self._names, ref.uid)
+        base = ClaimEntry(ref.uid, ref.namespace, ref.name, ClaimState.PREPARE_STARTED, spec_file)
+        self._checkpoint.put(base)
+        pause_point("after-started")
+        if prepared.config.backend is Backend.HAMI_CORE:
+            host.hami_cache_dir.mkdir(parents=True, exist_ok=True)
+            # Container processes run as any user and must share the region file.
+            host.hami_cache_dir.chmod(0o777)
+        spec = prepared.spec.to_dict()
+        atomic_write_json(self._paths.cdi_root / spec_file, spec)
+        pause_point("after-spec")
+        self._checkpoint.put(
+            dataclasses.replace(
+                base, state=ClaimState.PREPARE_COMPLETED, devices=prepared.devices, spec=spec
+            )
+        )
+        log.info(
+            "prepare.done", devices=len(prepared.devices), backend=str(prepared.config.backend)
+        )
+        return prepared.devices
+
+    def _unprepare_one(self, ref: ClaimRef) -> str:
+        with bound(claim_uid=ref.uid, namespace=ref.namespace, name=ref.name):
+            try:
+                check_claim_uid(ref.uid)
+            except UnsafeNameError as exc:
+                return str(exc)
+            entry = self._checkpoint.claims.get(ref.uid)
+            try:
+                (self._paths.cdi_root / spec_file_name(self._names, ref.uid)).unlink(
+                    missing_ok=True
+                )
+                shutil.rmtree(self._paths.host_paths(ref.uid).hami_cache_dir, ignore_errors=True)
+                self._checkpoint.remove(ref.uid)
+            except OSError as exc:
+                log.exception("unprepare.io_error")
+                return f"removing claim state failed: {exc}"
+            log.info("unprepare.done", known=entry is not None)
+            return ""

@@ -1,0 +1,322 @@
+"""The kubelet plugin as a real process against the harness, through its real unix sockets."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from harness.manifests import DEVICE_CLASS, DRIVER
+from kubernetes import client
+
+from dra_driver._proto.dra.v1 import api_pb2 as dra
+from dra_driver._proto.dra.v1 import api_pb2_grpc as dra_grpc
+from dra_driver.cdi import validate_spec
+from dra_driver.k8s import raw
+from dra_driver.nvml.inventory import load_inventory
+from dra_driver.testing.cluster import FakeCluster
+
+# Two cards whose NVML index order is the reverse of their PCI bus order: limits must follow
+# the bus order (the CUDA ordinal with CUDA_DEVICE_ORDER=PCI_BUS_ID), never the host index.
+INVENTORY = """
+nodes:
+- name: node-a
+  cards:
+  - {uuid: GPU-aaaaaaaa-0000-4000-8000-000000000001, productName: Tesla T4, memory: 15360Mi,
+     pciBusID: "0000:af:00.0", minor: 0, index: 0, architecture: Turing,
+     cudaComputeCapability: "7.5", driverVersion: "550.54.15"}
+  - {uuid: GPU-aaaaaaaa-0000-4000-8000-000000000002, productName: Tesla T4, memory: 15360Mi,
+     pciBusID: "0000:3b:00.0", minor: 1, index: 1, architecture: Turing,
+     cudaComputeCapability: "7.5", driverVersion: "550.54.15"}
+- name: node-b
+"""
+
+
+class Plugin:
+    """A running ``gpushare-dra kubelet-plugin`` process for node-a."""
+
+    def __init__(
+        self, cluster: FakeCluster, inventory: Path, env: dict[str, str] | None = None
+    ) -> None:
+        dirs = cluster.node_dirs("node-a")
+        self.plugin_dir = dirs.plugins / DRIVER
+        self.cdi_root = dirs.cdi
+        self.socket = self.plugin_dir / "dra.sock"
+        self.log = cluster.work_dir / f"plugin-{uuid.uuid4().hex[:8]}.log"
+        argv = [
+            sys.executable, "-m", "dra_driver", "kubelet-plugin",
+            "--node-name", "node-a",
+            "--kubeconfig", str(cluster.kubeconfig()),
+            "--gpu-inventory", str(inventory),
+            "--plugin-registry-dir", str(dirs.registry),
+            "--plugin-dir", str(self.plugin_dir),
+            "--cdi-root", str(dirs.cdi),
+            "--metrics-port", "-1",
+            "--log-format", "json",
+        ]  # fmt: skip
+        with self.log.open("a") as log:
+            self.process = subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            )
+
+    def wait_serving(self, timeout: float = 20) -> None:
+        deadline = time.monotonic() + timeout
+        # Its own start-up line, not the socket: a killed predecessor leaves its socket behind.
+        while '"plugin.started"' not in self.log.read_text():
+            assert self.process.poll() is None, self.log.read_text()
+            assert time.monotonic() < deadline, self.log.read_text()
+            time.sleep(0.05)
+
+    def stub(self) -> tuple[grpc.Channel, dra_grpc.DRAPluginStub]:
+        channel = grpc.insecure_channel(f"unix://{self.socket}")
+        return channel, dra_grpc.DRAPluginStub(channel)
+
+    def terminate(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(20)
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait(20)
+
+
+@pytest.fixture
+def inventory(work_dir: Path) -> Path:
+    path = work_dir / "inventory.yaml"
+    path.write_text(INVENTORY)
+    return path
+
+
+@pytest.fixture
+def cluster(work_dir: Path, inventory: Path) -> Iterator[FakeCluster]:
+    with FakeCluster(load_inventory(inventory), work_dir) as running:
+        running.apply([DEVICE_CLASS])
+        yield running
+
+
+@pytest.fixture
+def plugin(cluster: FakeCluster, inventory: Path) -> Iterator[Plugin]:
+    process = Plugin(cluster, inventory)
+    process.wait_serving()
+    yield process
+    assert process.terminate() == 0, process.log.read_text()
+    assert not process.socket.exists()
+
+
+def template(name: str, **exactly: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": DRIVER, **exactly}}
+        ]}}},
+    }  # fmt: skip
+
+
+def pod(name: str, template_name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template_name}],
+            "containers": [
+                {"name": "c", "image": "cuda", "resources": {"claims": [{"name": "gpu"}]}}
+            ],
+        },
+    }
+
+
+def running_env(cluster: FakeCluster, name: str) -> dict[str, str]:
+    core = client.CoreV1Api(cluster.api)
+    cluster.wait_for(
+        lambda: (
+            raw.call(core.read_namespaced_pod, name, "default")["status"].get("phase") == "Running"
+        ),
+        f"pod {name} to run",
+        timeout=20,
+    )
+    return cluster.kubelets["node-a"].containers[("default", name, "c")].env
+
+
+def test_registers_and_publishes_one_device_per_card(cluster: FakeCluster, plugin: Plugin) -> None:
+    """The kubelet registers the plugin and the node's slice lists both cards with capacities."""
+    cluster.wait_for(lambda: DRIVER in cluster.kubelets["node-a"].plugins, "registration")
+    resource = client.ResourceV1Api(cluster.api)
+
+    def slices() -> list[dict[str, Any]] | None:
+        found = raw.call(resource.list_resource_slice, field_selector="spec.nodeName=node-a")[
+            "items"
+        ]
+        return found or None
+
+    (published,) = cluster.wait_for(slices, "the node's ResourceSlice")
+    devices = {d["name"]: d for d in published["spec"]["devices"]}
+    assert set(devices) == {"gpu-0", "gpu-1"}
+    assert devices["gpu-1"]["attributes"]["resource.kubernetes.io/pciBusID"] == {
+        "string": "0000:3b:00.0"
+    }
+    assert devices["gpu-0"]["capacity"]["memory"]["value"] == "15Gi"
+    assert devices["gpu-0"]["allowMultipleAllocations"] is True
+    assert published["spec"]["pool"]["name"] == "node-a"
+    assert published["metadata"]["ownerReferences"][0]["kind"] == "Node"
+
+
+def test_one_card_share_gets_its_limits(cluster: FakeCluster, plugin: Plugin) -> None:
+    """A 5Gi / 30-core share runs with HAMi-core limits of 5120m and 30 on ordinal 0."""
+    cluster.apply(
+        [
+            template("share", capacity={"requests": {"cores": "30", "memory": "5Gi"}}),
+            pod("p1", "share"),
+        ]
+    )
+    env = running_env(cluster, "p1")
+    assert env["CUDA_DEVICE_MEMORY_LIMIT_0"] == "5120m"
+    assert env["CUDA_DEVICE_SM_LIMIT_0"] == "30"
+    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert env["GPU_CORE_UTILIZATION_POLICY"] == "default"
+    assert "CUDA_DEVICE_MEMORY_LIMIT_1" not in env
+    (spec_file,) = list(plugin.cdi_root.glob(f"k8s.{DRIVER}-claim_*.json"))
+    assert validate_spec(json.loads(spec_file.read_text())) == []
+
+
+def test_two_card_claim_keys_limits_by_pci_order(cluster: FakeCluster, plugin: Plugin) -> None:
+    """With two cards, ordinal 0 is the card with the lower PCI bus ID, not host index 0."""
+    cluster.apply([template("two", count=2), pod("p2", "two")])
+    env = running_env(cluster, "p2")
+    assert env["GPUSHARE_DEVICE_UUIDS"] == (
+        "GPU-aaaaaaaa-0000-4000-8000-000000000002,GPU-aaaaaaaa-0000-4000-8000-000000000001"
+    )
+    assert env["CUDA_DEVICE_MEMORY_LIMIT_0"] == env["CUDA_DEVICE_MEMORY_LIMIT_1"] == "15360m"
+
+
+def allocated_claim(cluster: FakeCluster, name: str, device: str) -> dict[str, Any]:
+    resource = client.ResourceV1Api(cluster.api)
+    spec = template("x", capacity={"requests": {"cores": "1", "memory": "128Mi"}})["spec"]["spec"]
+    claim = raw.call(
+        resource.create_namespaced_resource_claim,
+        "default",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name},
+            "spec": spec,
+        },
+    )
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    allocation = {
+        "devices": {"results": [{
+            "request": "gpu", "driver": DRIVER, "pool": "node-a", "device": device,
+            "shareID": str(uuid.uuid4()), "consumedCapacity": {"cores": "1", "memory": "128Mi"},
+        }]},
+        "nodeSelector": {"nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-a"]}]}
+        ]},
+        "allocationTimestamp": now,
+    }  # fmt: skip
+    return raw.call(
+        resource.replace_namespaced_resource_claim_status,
+        name,
+        "default",
+        {**claim, "status": {"allocation": allocation}},
+    )
+
+
+def test_batch_of_32_with_one_bad_claim_is_idempotent_and_unprepares(
+    cluster: FakeCluster, plugin: Plugin
+) -> None:
+    """31 claims prepare beside a bad one, a repeat answers the same, unprepare cleans up."""
+    claims = [allocated_claim(cluster, f"c{i}", f"gpu-{i % 2}") for i in range(32)]
+    refs = [
+        dra.Claim(namespace="default", uid=c["metadata"]["uid"], name=c["metadata"]["name"])
+        for c in claims
+    ]
+    refs[7] = dra.Claim(namespace="default", uid=str(uuid.uuid4()), name="c7")
+    channel, stub = plugin.stub()
+    with channel:
+        first = stub.NodePrepareResources(dra.NodePrepareResourcesRequest(claims=refs), timeout=30)
+        again = stub.NodePrepareResources(dra.NodePrepareResourcesRequest(claims=refs), timeout=30)
+        assert first == again
+        errors = {uid: r.error for uid, r in first.claims.items() if r.error}
+        assert list(errors) == [refs[7].uid]
+        assert "was replaced" in errors[refs[7].uid]
+        good = [r for r in refs if r.uid != refs[7].uid]
+        for ref in good:
+            (device,) = first.claims[ref.uid].devices
+            assert device.request_names == ["gpu"]
+            assert device.cdi_device_ids[0].startswith(f"k8s.{DRIVER}/claim={ref.uid}-gpu-")
+            assert device.share_id
+        assert len(list(plugin.cdi_root.glob("*.json"))) == 31
+        result = stub.NodeUnprepareResources(
+            dra.NodeUnprepareResourcesRequest(claims=refs), timeout=30
+        )
+        assert all(not r.error for r in result.claims.values())
+    assert list(plugin.cdi_root.glob("*.json")) == []
+    checkpoint = json.loads((plugin.plugin_dir / "checkpoint.json").read_text())
+    assert checkpoint["claims"] == {}
+
+
+@pytest.mark.parametrize("step", ["after-started", "after-spec"])
+def test_killed_mid_prepare_leaves_one_consistent_claim(
+    cluster: FakeCluster, inventory: Path, step: str
+) -> None:
+    """SIGKILL at each prepare step, restart, retry: exactly one spec and one completed entry."""
+    claim = allocated_claim(cluster, "crash", "gpu-0")
+    ref = dra.Claim(namespace="default", uid=claim["metadata"]["uid"], name="crash")
+    marker = cluster.work_dir / "paused"
+    doomed = Plugin(cluster, inventory, env={"GPUSHARE_TEST_PAUSE_AT": f"{step}:{marker}"})
+    doomed.wait_serving()
+    channel, stub = doomed.stub()
+    call = threading.Thread(
+        target=lambda: _swallow(
+            lambda: stub.NodePrepareResources(
+                dra.NodePrepareResourcesRequest(claims=[ref]), timeout=30
+            )
+        ),
+        daemon=True,
+    )
+    call.start()
+    cluster.wait_for(marker.exists, f"the plugin to pause at {step}", timeout=20)
+    doomed.kill()
+    channel.close()
+    call.join(10)
+    survivor = Plugin(cluster, inventory)
+    survivor.wait_serving()
+    try:
+        channel, stub = survivor.stub()
+        with channel:
+            response = stub.NodePrepareResources(
+                dra.NodePrepareResourcesRequest(claims=[ref]), timeout=30
+            )
+        assert response.claims[ref.uid].error == ""
+        specs = list(survivor.cdi_root.glob("*.json"))
+        assert [p.name for p in specs] == [f"k8s.{DRIVER}-claim_{ref.uid}.json"]
+        assert validate_spec(json.loads(specs[0].read_text())) == []
+        entries = json.loads((survivor.plugin_dir / "checkpoint.json").read_text())["claims"]
+        assert list(entries) == [ref.uid]
+        assert entries[ref.uid]["state"] == "PrepareCompleted"
+        leftovers = [p.name for p in survivor.cdi_root.iterdir() if not p.name.endswith(".json")]
+        assert leftovers == []
+    finally:
+        assert survivor.terminate() == 0, survivor.log.read_text()
+
+
+def _swallow(call: Any) -> None:
+    with contextlib.suppress(grpc.RpcError):  # the server is killed mid-call: that is the point
+        call()
