@@ -127,6 +127,8 @@ class _DraPlugin:
         started = time.perf_counter()
         with file_lock(self._lock_file):
             outcomes = self._preparer.prepare(self._refs(request.claims))
+        # Claims of one call are prepared one after another: each gets its share of the time.
+        per_claim = (time.perf_counter() - started) / max(1, len(outcomes))
         response = self._module.NodePrepareResourcesResponse()
         v1 = self._module is dra_v1
         for uid, outcome in outcomes.items():
@@ -142,7 +144,7 @@ class _DraPlugin:
                 if v1 and device.share_id:
                     message.share_id = device.share_id
                 entry.devices.append(message)
-            self._metrics.prepared(error=bool(outcome.error), seconds=time.perf_counter() - started)
+            self._metrics.prepare.record(error=bool(outcome.error), seconds=per_claim)
         self._metrics.prepared_claims.set(len(self._preparer.prepared))
         return response
 
@@ -151,10 +153,11 @@ class _DraPlugin:
         started = time.perf_counter()
         with file_lock(self._lock_file):
             errors = self._preparer.unprepare(self._refs(request.claims))
+        per_claim = (time.perf_counter() - started) / max(1, len(errors))
         response = self._module.NodeUnprepareResourcesResponse()
         for uid, error in errors.items():
             response.claims[uid].error = error
-            self._metrics.unprepared(error=bool(error), seconds=time.perf_counter() - started)
+            self._metrics.unprepare.record(error=bool(error), seconds=per_claim)
         self._metrics.prepared_claims.set(len(self._preparer.prepared))
         return response
 
