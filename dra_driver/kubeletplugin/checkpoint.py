@@ -96,7 +96,11 @@ def _checksum(claims: dict[str, Any]) -> str:
 
 def _decode(data: bytes) -> dict[str, ClaimEntry]:
     document = json.loads(data)
+    if not isinstance(document, dict) or not isinstance(document.get("claims"), dict):
+        raise TypeError("the document or its claims is not a JSON object")
     claims = document["claims"]
+    if not all(isinstance(entry, dict) for entry in claims.values()):
+        raise TypeError("a claim entry is not a JSON object")
     if document.get("version") != _FORMAT_VERSION:
         raise ValueError(f"unknown checkpoint version {document.get('version')!r}")
     if document.get("checksum") != _checksum(claims):
@@ -119,7 +123,8 @@ class Checkpoint:
         try:
             self.claims = _decode(self.path.read_bytes())
         except (ValueError, KeyError, TypeError) as exc:
-            stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+            # Microseconds: two corrupt loads in one second must not overwrite the evidence.
+            stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
             aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
             self.path.rename(aside)
             log.error(  # noqa: TRY400 - the cause is in the message; a traceback adds nothing

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -62,9 +63,10 @@ def socket_paths(
     else:
         paths = (registry_dir / f"{driver}-reg.sock", plugin_dir / "dra.sock")
     for path in paths:
-        if len(str(path)) > MAX_SOCKET_PATH:
+        size = len(os.fsencode(path))  # sun_path limits bytes, not characters
+        if size > MAX_SOCKET_PATH:
             raise SocketPathError(
-                f"socket path {path} has {len(str(path))} bytes; unix sockets allow "
+                f"socket path {path} has {size} bytes; unix sockets allow "
                 f"{MAX_SOCKET_PATH}: shorten --plugin-dir or --plugin-registry-dir"
             )
     return paths
@@ -216,9 +218,9 @@ class PluginServer:
         self.registered = threading.Event()
         self._stop = threading.Event()
         self._sockets = (registry_socket, dra_socket)
-        self._server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="grpc")
-        )
+        # Kept: grpc never shuts down an executor it was given, so stop() must.
+        self._executor = futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="grpc")
+        self._server = grpc.server(self._executor)
         lock_file = dra_socket.parent / "serialize.lock"
         # One class serves both proto versions (same fields), hence the casts to each version's
         # generated servicer type.
@@ -268,5 +270,6 @@ class PluginServer:
         """Stop serving (in-flight calls get ``grace`` seconds) and remove the sockets."""
         self._stop.set()
         self._server.stop(grace).wait()
+        self._executor.shutdown(wait=True)
         for path in self._sockets:
             path.unlink(missing_ok=True)
