@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import secrets
 from typing import Any, Final, Literal
 
@@ -10,6 +9,7 @@ from kubernetes import client
 
 from dra_driver.k8s import raw
 from dra_driver.k8s.errors import ApiError
+from dra_driver.k8s.timestamps import rfc3339
 from dra_driver.logging import get_logger
 
 EventType = Literal["Normal", "Warning"]
@@ -34,7 +34,7 @@ class EventRecorder:
         """Attach an event to ``obj`` (a raw object with apiVersion, kind and metadata)."""
         metadata = obj.get("metadata") or {}
         namespace = metadata.get("namespace") or "default"
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = rfc3339()
         body = {
             "apiVersion": "v1",
             "kind": "Event",

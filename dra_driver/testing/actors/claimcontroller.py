@@ -17,7 +17,7 @@ from kubernetes import client
 from dra_driver.k8s import raw
 from dra_driver.k8s.errors import AlreadyExistsError, NotFoundError
 from dra_driver.k8s.events import EventRecorder
-from dra_driver.k8s.informer import EventType, Informer, Object
+from dra_driver.k8s.informer import EventType, Informer, Object, object_key
 from dra_driver.k8s.reconcile import ReconcileLoop
 from dra_driver.testing.actors import objects
 
@@ -68,17 +68,17 @@ class ResourceClaimController:
     # -- event routing -------------------------------------------------------------------
 
     def _on_pod(self, _: EventType, pod: Object) -> None:
-        namespace, name = objects.namespace_name(pod)
+        namespace, name = object_key(pod)
         self._loop.queue.add(("pod", namespace, name))
         uid = objects.uid(pod)
         for claim in self._claims.list():
-            if objects.namespace_name(claim)[0] == namespace and (
+            if object_key(claim)[0] == namespace and (
                 objects.controller_uid(claim) == uid or uid in objects.reserved_uids(claim)
             ):
-                self._loop.queue.add(("claim", *objects.namespace_name(claim)))
+                self._loop.queue.add(("claim", *object_key(claim)))
 
     def _on_claim(self, _: EventType, claim: Object) -> None:
-        self._loop.queue.add(("claim", *objects.namespace_name(claim)))
+        self._loop.queue.add(("claim", *object_key(claim)))
 
     def _reconcile(self, key: Key) -> None:
         kind, namespace, name = key
@@ -132,7 +132,7 @@ class ResourceClaimController:
         return None
 
     def _create_claim(self, pod: Object, entry: str, template_name: str) -> str | None:
-        namespace, pod_name = objects.namespace_name(pod)
+        namespace, pod_name = object_key(pod)
         try:
             template = raw.call(
                 self._resource.read_namespaced_resource_claim_template, template_name, namespace

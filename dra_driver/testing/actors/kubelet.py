@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -22,8 +21,9 @@ from kubernetes import client
 from dra_driver.k8s import raw
 from dra_driver.k8s.errors import NotFoundError
 from dra_driver.k8s.events import EventRecorder
-from dra_driver.k8s.informer import EventType, Informer, Object
+from dra_driver.k8s.informer import EventType, Informer, Object, object_key
 from dra_driver.k8s.reconcile import ReconcileLoop, Requeue
+from dra_driver.k8s.timestamps import rfc3339
 from dra_driver.testing.actors import objects
 from dra_driver.testing.actors.cdiresolve import (
     ContainerEdits,
@@ -92,7 +92,7 @@ class Kubelet:
     # -- pods ----------------------------------------------------------------------------
 
     def _on_pod(self, kind: EventType, pod: Object) -> None:
-        key = objects.namespace_name(pod)
+        key = object_key(pod)
         if kind == "DELETED":
             self._deleted[key] = objects.uid(pod)
         self._loop.queue.add(key)
@@ -119,7 +119,7 @@ class Kubelet:
             raise Requeue(_RETRY_SECONDS, str(exc)) from exc
 
     def _checked_claims(self, pod: Object) -> dict[str, Object]:
-        namespace, pod_name = objects.namespace_name(pod)
+        namespace, pod_name = object_key(pod)
         claims: dict[str, Object] = {}
         templates = {
             e["name"]
@@ -188,7 +188,7 @@ class Kubelet:
                 )
 
     def _start_containers(self, pod: Object, claims: dict[str, Object]) -> None:
-        namespace, pod_name = objects.namespace_name(pod)
+        namespace, pod_name = object_key(pod)
         for container in pod["spec"].get("containers") or []:
             cdi_ids: list[str] = []
             for use in (container.get("resources") or {}).get("claims") or []:
@@ -202,7 +202,7 @@ class Kubelet:
             self.containers[(namespace, pod_name, container["name"])] = resolve(
                 cdi_ids, self._cdi_roots
             )
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = rfc3339()
         status = {
             "phase": "Running",
             "conditions": [

@@ -7,14 +7,9 @@ from typing import Any
 from kubernetes import client
 
 from dra_driver.k8s import raw
+from dra_driver.k8s.informer import object_key
 
 Object = dict[str, Any]
-
-
-def namespace_name(obj: Object) -> tuple[str, str]:
-    """Return (namespace, name); namespace is "" for cluster-scoped objects."""
-    metadata = obj.get("metadata") or {}
-    return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
 
 
 def uid(obj: Object) -> str:
@@ -80,7 +75,7 @@ def pod_claim_names(pod: Object) -> dict[str, str | None]:
 
 def patch_pod_status(core: client.CoreV1Api, pod: Object, status: Object) -> Object:
     """Merge-patch ``status`` into the pod's status (lists given replace lists stored)."""
-    namespace, name = namespace_name(pod)
+    namespace, name = object_key(pod)
     return raw.call(
         core.patch_namespaced_pod_status,
         name,

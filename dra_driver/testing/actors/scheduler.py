@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import datetime
 from typing import Any, Final
 
 from kubernetes import client
@@ -19,9 +18,10 @@ from kubernetes import client
 from dra_driver.k8s import raw
 from dra_driver.k8s.errors import InvalidError
 from dra_driver.k8s.events import EventRecorder
-from dra_driver.k8s.informer import EventType, Informer, Object
+from dra_driver.k8s.informer import EventType, Informer, Object, object_key
 from dra_driver.k8s.reconcile import ReconcileLoop, Requeue
 from dra_driver.k8s.scheduling import node_selector_matches, node_unfit_reason
+from dra_driver.k8s.timestamps import rfc3339
 from dra_driver.logging import get_logger
 from dra_driver.testing.actors import objects
 from dra_driver.testing.actors.claimcontroller import BUILTIN_FINALIZER
@@ -33,10 +33,6 @@ log = get_logger(__name__)
 
 # Retry cadence for pods that cannot be placed yet; events also wake them sooner.
 _UNSCHEDULABLE_RETRY_SECONDS: Final = 1.0
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _resource_version(obj: Object | None) -> int:
@@ -90,7 +86,7 @@ class Scheduler:
 
     def _on_pod(self, _: EventType, pod: Object) -> None:
         if not (pod.get("spec") or {}).get("nodeName"):
-            self._loop.queue.add(objects.namespace_name(pod))
+            self._loop.queue.add(object_key(pod))
 
     def _wake(self, _: EventType, __: Object) -> None:
         for pod in self._pods.list():
@@ -105,7 +101,7 @@ class Scheduler:
         return cached
 
     def _all_claims(self) -> list[Object]:
-        seen = {objects.namespace_name(c): c for c in self._claims.list()}
+        seen = {object_key(c): c for c in self._claims.list()}
         for key in list(self._assumed):
             claim = self._claim(*key)
             if claim is not None:
@@ -170,7 +166,7 @@ class Scheduler:
                     self._slices.list(),
                     {c["metadata"]["name"]: c for c in self._classes.list()},
                     AllocatedState.from_claims(self._all_claims()),
-                    allocation_timestamp=_now() if self._sets_allocation_timestamp else None,
+                    allocation_timestamp=rfc3339() if self._sets_allocation_timestamp else None,
                 )
             except Unallocatable as exc:
                 # The per-node detail goes to the log; the message aggregates like the real one.
@@ -186,7 +182,7 @@ class Scheduler:
         self, pod: Object, node: Object, claims: list[Object], new: dict[str, Object]
     ) -> None:
         """Write new allocations, reserve every claim for the pod, then bind it (PreBind, Bind)."""
-        namespace, pod_name = objects.namespace_name(pod)
+        namespace, pod_name = object_key(pod)
         for claim in claims:
             self._reserve(pod, claim, new.get(claim["metadata"]["name"]))
         node_name = node["metadata"]["name"]
@@ -206,7 +202,7 @@ class Scheduler:
 
     def _reserve(self, pod: Object, claim: Object, allocation: Object | None) -> None:
         """Add the pod to ``reservedFor``, writing ``allocation`` first if it is new."""
-        namespace, pod_name = objects.namespace_name(pod)
+        namespace, pod_name = object_key(pod)
         name = claim["metadata"]["name"]
         if allocation is not None:
             finalizers = [*(claim["metadata"].get("finalizers") or []), BUILTIN_FINALIZER]
@@ -223,7 +219,7 @@ class Scheduler:
             allocation = dict(status["allocation"])
             if self._sets_allocation_timestamp and "allocationTimestamp" not in allocation:
                 # kube-scheduler 1.36 stamps every claim it reserves in PreBind.
-                allocation["allocationTimestamp"] = _now()
+                allocation["allocationTimestamp"] = rfc3339()
         status["allocation"] = allocation
         reference = {"resource": "pods", "name": pod_name, "uid": objects.uid(pod)}
         status["reservedFor"] = [*(status.get("reservedFor") or []), reference]
@@ -266,7 +262,7 @@ class Scheduler:
                     "status": "False",
                     "reason": "Unschedulable",
                     "message": message,
-                    "lastTransitionTime": _now(),
+                    "lastTransitionTime": rfc3339(),
                 }
             )
             objects.patch_pod_status(self._core, pod, {"conditions": conditions})

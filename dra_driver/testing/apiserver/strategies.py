@@ -12,6 +12,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from dra_driver.k8s.timestamps import rfc3339
 from dra_driver.testing.apiserver.resources import ResourceType
 
 JSON = dict[str, Any]
@@ -30,8 +31,7 @@ _NOT_READY_TOLERATIONS: Final = (
 
 def timestamp(offset_seconds: float = 0) -> str:
     """Return an RFC 3339 UTC timestamp with second precision, as ``metav1.Time`` serializes."""
-    moment = datetime.now(UTC) + timedelta(seconds=offset_seconds)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(datetime.now(UTC) + timedelta(seconds=offset_seconds))
 
 
 def generate_name(prefix: str) -> str:
