@@ -309,7 +309,8 @@ _BACKENDS: Final[
 
 def _refuse_partial_exclusive(backend: Backend, shares: Sequence[CardShare]) -> None:
     for share in shares:
-        total = share.card.memory_bytes
+        # What the slice offers (and a request-less claim consumes), not the raw card bytes.
+        total = share.card.shareable_memory_bytes
         if share.cores != FULL_CORES or share.memory_bytes != total:
             raise _refuse(
                 backend,

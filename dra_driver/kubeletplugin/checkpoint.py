@@ -140,16 +140,19 @@ class Checkpoint:
             ) from exc
 
     def put(self, entry: ClaimEntry) -> None:
-        """Record ``entry`` and persist the whole checkpoint atomically."""
-        self.claims[entry.uid] = entry
-        self._save()
+        """Record ``entry``; memory changes only once the file is written.
+
+        A failed write must not be reported as done when the kubelet retries.
+        """
+        self._save({**self.claims, entry.uid: entry})
 
     def remove(self, uid: str) -> None:
-        """Forget a claim and persist; forgetting an unknown claim is a no-op."""
-        if self.claims.pop(uid, None) is not None:
-            self._save()
+        """Forget a claim, file first; forgetting an unknown claim is a no-op."""
+        if uid in self.claims:
+            self._save({k: v for k, v in self.claims.items() if k != uid})
 
-    def _save(self) -> None:
-        claims = {uid: entry.to_json() for uid, entry in sorted(self.claims.items())}
+    def _save(self, entries: dict[str, ClaimEntry]) -> None:
+        claims = {uid: entry.to_json() for uid, entry in sorted(entries.items())}
         document = {"version": _FORMAT_VERSION, "checksum": _checksum(claims), "claims": claims}
         atomic_write_json(self.path, document, mode=0o600)
+        self.claims = entries

@@ -96,8 +96,30 @@ def _effective(
     return effective
 
 
+def _checked_results(allocation: Object) -> list[Object]:
+    """Return the allocation's results, refusing shapes no API server would have stored."""
+    devices = allocation.get("devices") or {}
+    results = devices.get("results") if isinstance(devices, dict) else None
+    if not isinstance(results, list):
+        raise ClaimError("status.allocation.devices.results is missing or not a list")
+    for index, result in enumerate(results):
+        if not isinstance(result, dict) or not all(
+            isinstance(result.get(key), str) for key in ("request", "driver", "pool", "device")
+        ):
+            raise ClaimError(
+                f"status.allocation.devices.results[{index}] is malformed: it needs string "
+                "fields request, driver, pool and device"
+            )
+    return results
+
+
 def _share(result: Object, card: Card) -> CardShare:
     consumed = result.get("consumedCapacity") or {}
+    if not isinstance(consumed, dict) or not all(isinstance(v, str) for v in consumed.values()):
+        raise ClaimError(
+            f"result for device {result['device']}: consumedCapacity must map names to "
+            "quantity strings"
+        )
     try:
         cores = ceil_int(parse_quantity(consumed["cores"])) if "cores" in consumed else 100
         memory = (
@@ -127,11 +149,7 @@ def prepare_claim(
     allocation = (claim.get("status") or {}).get("allocation")
     if not allocation:
         raise ClaimError("the claim is not allocated")
-    results = [
-        r
-        for r in (allocation.get("devices") or {}).get("results") or []
-        if r.get("driver") == names.driver
-    ]
+    results = [r for r in _checked_results(allocation) if r["driver"] == names.driver]
     by_name: Mapping[str, Card] = {device_name(card): card for card in cards}
     shares: list[CardShare] = []
     for result in results:

@@ -3,15 +3,13 @@
 - Registration (``<registry>/<driver>-reg.sock``): ``GetInfo`` says DRAPlugin, the DRA socket,
   and the services in preference order: ``v1.DRAPlugin``, ``v1beta1.DRAPlugin`` and the health
   services. The kubelet takes the first it supports.
-- DRAPlugin v1 and v1beta1 on ``<plugin dir>/dra.sock``; each call holds a file lock so two
-  plugin Pods overlapping in a rolling update never interleave prepare calls.
+- DRAPlugin v1 and v1beta1 on ``<plugin dir>/dra.sock``; the preparer holds the node-wide
+  lock (``locking``) so two plugin Pods overlapping in a rolling update never interleave.
 - DRAResourceHealth v1alpha1 and v1: a stream of the full device health list on every change.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import threading
 import time
@@ -72,17 +70,6 @@ def socket_paths(
     return paths
 
 
-@contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (shared by every plugin Pod on the node)."""
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 class _Registration(registration_grpc.RegistrationServicer):
     def __init__(self, driver: str, endpoint: Path, registered: threading.Event) -> None:
         self._driver, self._endpoint, self._registered = driver, endpoint, registered
@@ -115,11 +102,9 @@ class _DraPlugin:
         self,
         module: Any,  # noqa: ANN401 - the v1 or v1beta1 generated module
         preparer: ClaimPreparer,
-        lock_file: Path,
         metrics: PluginMetrics,
     ) -> None:
-        self._module, self._preparer = module, preparer
-        self._lock_file, self._metrics = lock_file, metrics
+        self._module, self._preparer, self._metrics = module, preparer, metrics
 
     def _refs(self, claims: Sequence[Any]) -> list[ClaimRef]:
         return [ClaimRef(c.namespace, c.uid, c.name) for c in claims]
@@ -127,8 +112,7 @@ class _DraPlugin:
     def NodePrepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802, ANN401
         """Prepare every claim of the request; each gets its own answer or error."""
         started = time.perf_counter()
-        with file_lock(self._lock_file):
-            outcomes = self._preparer.prepare(self._refs(request.claims))
+        outcomes = self._preparer.prepare(self._refs(request.claims))
         # Claims of one call are prepared one after another: each gets its share of the time.
         per_claim = (time.perf_counter() - started) / max(1, len(outcomes))
         response = self._module.NodePrepareResourcesResponse()
@@ -153,8 +137,7 @@ class _DraPlugin:
     def NodeUnprepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802, ANN401
         """Unprepare every claim of the request."""
         started = time.perf_counter()
-        with file_lock(self._lock_file):
-            errors = self._preparer.unprepare(self._refs(request.claims))
+        errors = self._preparer.unprepare(self._refs(request.claims))
         per_claim = (time.perf_counter() - started) / max(1, len(errors))
         response = self._module.NodeUnprepareResourcesResponse()
         for uid, error in errors.items():
@@ -221,20 +204,19 @@ class PluginServer:
         # Kept: grpc never shuts down an executor it was given, so stop() must.
         self._executor = futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="grpc")
         self._server = grpc.server(self._executor)
-        lock_file = dra_socket.parent / "serialize.lock"
         # One class serves both proto versions (same fields), hence the casts to each version's
         # generated servicer type.
         registration_grpc.add_RegistrationServicer_to_server(
             _Registration(driver, dra_socket, self.registered), self._server
         )
         dra_v1_grpc.add_DRAPluginServicer_to_server(
-            cast(dra_v1_grpc.DRAPluginServicer, _DraPlugin(dra_v1, preparer, lock_file, metrics)),
+            cast(dra_v1_grpc.DRAPluginServicer, _DraPlugin(dra_v1, preparer, metrics)),
             self._server,
         )
         dra_v1beta1_grpc.add_DRAPluginServicer_to_server(
             cast(
                 dra_v1beta1_grpc.DRAPluginServicer,
-                _DraPlugin(dra_v1beta1, preparer, lock_file, metrics),
+                _DraPlugin(dra_v1beta1, preparer, metrics),
             ),
             self._server,
         )

@@ -82,7 +82,7 @@ def published_memory(card: Card) -> int:
     whole-card claim would fit nowhere. Rounding down also never promises memory the card
     lacks, and a MiB multiple is written canonically with a binary suffix (``80Gi``).
     """
-    return card.memory_bytes - card.memory_bytes % MEBIBYTE
+    return card.shareable_memory_bytes
 
 
 def card_device(card: Card, names: DriverNames) -> Object:  # noqa: ARG001 - see below

@@ -14,7 +14,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -36,6 +36,7 @@ from dra_driver.kubeletplugin.checkpoint import (
     PreparedDevice,
 )
 from dra_driver.kubeletplugin.claims import ClaimError, prepare_claim
+from dra_driver.kubeletplugin.locking import file_lock
 from dra_driver.logging import bound, get_logger
 from dra_driver.nvml.inventory import Card
 
@@ -119,6 +120,21 @@ class ClaimPreparer:
         self._default_backend = default_backend
         self._checkpoint = Checkpoint(paths.plugin_dir / "checkpoint.json")
         self._lock = threading.Lock()
+        self._node_lock = paths.plugin_dir / "serialize.lock"
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """Own the claim state: this process's lock, the node-wide lock, the file's content.
+
+        Another plugin Pod (rolling update) may have written the checkpoint since we last read
+        it, so every batch starts from the file.
+        """
+        with self._lock, file_lock(self._node_lock):
+            # A corrupt checkpoint is moved aside and logged loudly by load(); what is on disk
+            # is then reconciled against the empty state.
+            with contextlib.suppress(CorruptCheckpointError):
+                self._checkpoint.load()
+            yield
 
     @property
     def prepared(self) -> dict[str, ClaimEntry]:
@@ -132,11 +148,8 @@ class ClaimPreparer:
         preload = self._paths.hami_dir / "ld.so.preload"
         if not preload.exists():
             preload.write_text(HAMI_LIBRARY_PATH + "\n")
-        # A corrupt checkpoint is moved aside and logged loudly by load(); what is on disk is
-        # then reconciled against the empty state below.
-        with contextlib.suppress(CorruptCheckpointError):
-            self._checkpoint.load()
-        self._reconcile()
+        with self._exclusive():
+            self._reconcile()
 
     def _reconcile(self) -> None:
         for uid, entry in list(self._checkpoint.claims.items()):
@@ -158,12 +171,12 @@ class ClaimPreparer:
 
     def prepare(self, refs: Sequence[ClaimRef]) -> dict[str, Outcome]:
         """Prepare each claim; one claim's failure never affects another's answer."""
-        with self._lock:
+        with self._exclusive():
             return {ref.uid: self._prepare_one(ref) for ref in refs}
 
     def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
         """Unprepare each claim; an unknown claim succeeds. Returns errors ("" for success)."""
-        with self._lock:
+        with self._exclusive():
             return {ref.uid: self._unprepare_one(ref) for ref in refs}
 
     def _prepare_one(self, ref: ClaimRef) -> Outcome:
@@ -180,10 +193,18 @@ class ClaimPreparer:
             except OSError as exc:
                 log.exception("prepare.io_error")
                 return Outcome(error=f"writing claim state failed: {exc}")
+            except Exception as exc:  # one claim must never fail the kubelet's whole batch
+                log.exception("prepare.unexpected_error")
+                return Outcome(error=f"internal error preparing the claim: {exc!r}")
 
     def _prepare_checked(self, ref: ClaimRef) -> tuple[PreparedDevice, ...]:
         existing = self._checkpoint.claims.get(ref.uid)
         if existing is not None and existing.state is ClaimState.PREPARE_COMPLETED:
+            spec_path = self._paths.cdi_root / existing.spec_file
+            if existing.spec is not None and not spec_path.exists():
+                # The answer would name devices no spec defines: restore the spec first.
+                log.warning("state.respec", reason="CDI spec missing on re-prepare")
+                atomic_write_json(spec_path, existing.spec)
             log.info("prepare.already_prepared")
             return existing.devices
         try:

@@ -32,6 +32,7 @@ from dra_driver.nvml._inventory_values import (
 # Fixed forever: generated UUIDs derive from it, and tests and recorded simulations name them.
 _UUID_NAMESPACE: Final = uuidlib.UUID("63d73712-03e4-401f-ad03-b97d685d4dae")
 _T = TypeVar("_T")
+_MIB: Final = 2**20
 
 
 class InventoryError(ValueError):
@@ -92,6 +93,15 @@ class Card:
     def __post_init__(self) -> None:
         for spec in CARD_FIELDS:
             _set(self, spec.attribute, spec.yaml_name, spec.convert)
+
+    @property
+    def shareable_memory_bytes(self) -> int:
+        """Memory the card offers to claims: its bytes rounded down to a whole MiB.
+
+        Memory is requested on a 1Mi grid and the scheduler rounds requests up to it, so an
+        off-grid capacity could never be handed out whole (see ``kubeletplugin.slices``).
+        """
+        return self.memory_bytes - self.memory_bytes % _MIB
 
 
 @dataclass(frozen=True, kw_only=True)
