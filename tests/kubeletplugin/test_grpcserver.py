@@ -31,9 +31,9 @@ from dra_driver.k8s.errors import NotFoundError
 from dra_driver.kubeletplugin.grpcserver import (
     PluginServer,
     SocketPathError,
-    file_lock,
     socket_paths,
 )
+from dra_driver.kubeletplugin.locking import file_lock
 from dra_driver.kubeletplugin.metrics import PluginMetrics
 from dra_driver.kubeletplugin.state import ClaimPreparer, NodePaths
 from dra_driver.nvml.inventory import Card, Health
