@@ -112,16 +112,20 @@ def device_claim(devices: object, path: str, *, stored: bool = False) -> list[Fi
 
     errs = each_unique(devices.get("requests"), f"{path}.requests", MAX_REQUESTS, request, "name")
 
-    def constraint(item: object, where: str) -> list[FieldError]:
-        if not isinstance(item, dict):
-            return []
-        errs = each_unique(
+    def request_refs(item: dict[str, Any], where: str) -> list[FieldError]:
+        # Constraints and configs name requests the same way: each must exist, once.
+        return each_unique(
             item.get("requests"),
             f"{where}.requests",
             MAX_REQUESTS,
             lambda name, at: request_ref(name, at, known),
             None,
         )
+
+    def constraint(item: object, where: str) -> list[FieldError]:
+        if not isinstance(item, dict):
+            return []
+        errs = request_refs(item, where)
         present = [k for k in ("matchAttribute", "distinctAttribute") if item.get(k) is not None]
         for key in present:
             errs += qualified_name(item[key], f"{where}.{key}", full=True)
@@ -132,13 +136,7 @@ def device_claim(devices: object, path: str, *, stored: bool = False) -> list[Fi
     def config(item: object, where: str) -> list[FieldError]:
         if not isinstance(item, dict):
             return []
-        errs = each_unique(
-            item.get("requests"),
-            f"{where}.requests",
-            MAX_REQUESTS,
-            lambda name, at: request_ref(name, at, known),
-            None,
-        )
+        errs = request_refs(item, where)
         if item.get("opaque") is None:
             return [*errs, errors.required(where, "exactly one of `opaque` is required")]
         return errs + opaque(item["opaque"], f"{where}.opaque", stored=stored)

@@ -185,10 +185,8 @@ class Store:
         key = key_of(obj)
         with self.lock:
             bucket = self.buckets[rtype.key]
-            current = bucket.objects.get(key)
+            current = self._current_at(bucket, rtype, key, expected_rv)
             if current is None:
-                raise rtype.not_found(key[1])
-            if current.rv != expected_rv:
                 return None
             self._rv += 1
             obj["metadata"]["resourceVersion"] = str(self._rv)
@@ -202,14 +200,25 @@ class Store:
                 self._commit(bucket, "MODIFIED", entry, current)
             return entry
 
+    @staticmethod
+    def _current_at(
+        bucket: Bucket, rtype: ResourceType, key: Key, expected_rv: int
+    ) -> Entry | None:
+        """Return the stored entry if still at ``expected_rv``; ``None`` if it moved on.
+
+        Call with the lock held. A vanished object is a 404, not a lost race.
+        """
+        current: Entry | None = bucket.objects.get(key)
+        if current is None:
+            raise rtype.not_found(key[1])
+        return current if current.rv == expected_rv else None
+
     def delete(self, rtype: ResourceType, key: Key, expected_rv: int) -> Entry | None:
         """Remove an object still at ``expected_rv``; return its last state (at the new rv)."""
         with self.lock:
             bucket = self.buckets[rtype.key]
-            current = bucket.objects.get(key)
+            current = self._current_at(bucket, rtype, key, expected_rv)
             if current is None:
-                raise rtype.not_found(key[1])
-            if current.rv != expected_rv:
                 return None
             self._rv += 1
             entry = with_rv(rtype, current, self._rv)
