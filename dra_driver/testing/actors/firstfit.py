@@ -7,62 +7,40 @@ devices in list order, the first device that fits wins.
 
 Deliberately unsupported, refused with a reason instead of being guessed: CEL selectors other
 than ``device.driver == "<name>"`` (joined with ``&&``), and claim constraints. The
-real-binaries mode of the harness covers those with a real kube-scheduler.
+real-binaries mode of the harness covers those with a real kube-scheduler. Simplified: a
+device without ``allowMultipleAllocations`` is refused to a request naming capacity and while it
+has shares, where the scheduler would still allocate it if the capacity check passed.
+
+The consumed-capacity arithmetic and the allocated state are the shared
+:mod:`dra_driver.structured` ones, so this counts a share exactly as our controller does.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from fractions import Fraction
 from typing import Any, Final
 
-from dra_driver.k8s.quantity import format_quantity, parse_quantity, quantity_format
+from dra_driver.k8s.quantity import QuantityError, parse_quantity
+from dra_driver.structured.allocated import AllocatedState, DeviceId
+from dra_driver.structured.consumable import (
+    CapacityRejected,
+    consumed_capacity,
+    format_consumed,
+    parse_capacities,
+)
+
+__all__ = ["AllocatedState", "DeviceId", "Object", "Unallocatable", "allocate_on_node"]
 
 Object = dict[str, Any]
-DeviceId = tuple[str, str, str]
-"""(driver, pool, device)."""
 
 _DRIVER_TERM: Final = re.compile(r"""\s*device\.driver\s*==\s*(["'])([^"']+)\1\s*""")
 
 
 class Unallocatable(Exception):  # noqa: N818 - a scheduling outcome, not a program error
     """The claims cannot be allocated on this node; the message says why."""
-
-
-@dataclasses.dataclass
-class AllocatedState:
-    """What is in use: exclusive devices and the capacity consumed on shared ones."""
-
-    exclusive: set[DeviceId] = dataclasses.field(default_factory=set)
-    consumed: dict[DeviceId, dict[str, Fraction]] = dataclasses.field(default_factory=dict)
-
-    @classmethod
-    def from_claims(cls, claims: Iterable[Object]) -> AllocatedState:
-        """Gather the state from every allocated claim, whoever allocated it."""
-        state = cls()
-        for claim in claims:
-            allocation = (claim.get("status") or {}).get("allocation") or {}
-            for result in (allocation.get("devices") or {}).get("results") or []:
-                if not result.get("adminAccess"):
-                    state.add(result)
-        return state
-
-    def copy(self) -> AllocatedState:
-        """Return an independent copy, to try allocations without committing them."""
-        return AllocatedState(set(self.exclusive), {k: dict(v) for k, v in self.consumed.items()})
-
-    def add(self, result: Object) -> None:
-        """Count one allocation result as used."""
-        device = (result["driver"], result["pool"], result["device"])
-        if not result.get("shareID"):
-            self.exclusive.add(device)
-            return
-        used = self.consumed.setdefault(device, {})
-        for name, quantity in (result.get("consumedCapacity") or {}).items():
-            used[name] = used.get(name, Fraction(0)) + parse_quantity(quantity)
 
 
 def _selector_driver(selectors: Iterable[Object]) -> str | None:
@@ -81,39 +59,6 @@ def _selector_driver(selectors: Iterable[Object]) -> str | None:
                     raise Unallocatable("selectors require two different drivers")
                 driver = match[2]
     return driver
-
-
-def _consumption(device: Object, requests: Mapping[str, str]) -> dict[str, Fraction] | None:
-    """Capacity one share takes from ``device``, or None if the request does not fit its policy."""
-    capacities: Mapping[str, Object] = device.get("capacity") or {}
-    if any(name not in capacities for name in requests):
-        return None
-    consumed: dict[str, Fraction] = {}
-    for name, capacity in capacities.items():
-        value = parse_quantity(capacity["value"])
-        policy = capacity.get("requestPolicy")
-        if name not in requests:
-            consumed[name] = parse_quantity(policy["default"]) if policy else value
-            continue
-        amount = parse_quantity(requests[name])
-        if policy and "validRange" in policy:
-            limits = policy["validRange"]
-            minimum = parse_quantity(limits["min"])
-            step = parse_quantity(limits["step"]) if limits.get("step") else None
-            if amount < minimum:
-                amount = minimum
-            elif step:
-                steps = -((minimum - amount) // step)  # ceil((amount - min) / step)
-                amount = minimum + steps * step
-            if limits.get("max") and amount > parse_quantity(limits["max"]):
-                return None
-        elif policy and "validValues" in policy:
-            fitting = [v for v in map(parse_quantity, policy["validValues"]) if v >= amount]
-            if not fitting:
-                return None
-            amount = fitting[0]
-        consumed[name] = amount
-    return consumed
 
 
 def _devices(
@@ -161,7 +106,15 @@ class _Allocator:
         class_selectors = (device_class.get("spec") or {}).get("selectors") or []
         selectors = [*class_selectors, *(request.get("selectors") or [])]
         driver = _selector_driver(selectors)
-        wanted = request.get("capacity", {}).get("requests") or {}
+        try:
+            wanted = {
+                capacity: parse_quantity(str(quantity))
+                for capacity, quantity in (
+                    request.get("capacity", {}).get("requests") or {}
+                ).items()
+            }
+        except QuantityError as exc:
+            raise Unallocatable(f"request {name}: {exc}") from exc
         all_devices = request.get("allocationMode") == "All"
         count = int(request.get("count") or 1)
         results: list[Object] = []
@@ -176,7 +129,7 @@ class _Allocator:
         return results
 
     def _take(
-        self, name: str, device_id: DeviceId, device: Object, wanted: Mapping[str, str]
+        self, name: str, device_id: DeviceId, device: Object, wanted: Mapping[str, Fraction]
     ) -> Object | None:
         if device_id in self.state.exclusive:
             return None
@@ -187,26 +140,20 @@ class _Allocator:
             "device": device_id[2],
         }
         if not device.get("allowMultipleAllocations"):
-            if device_id in self.state.consumed or wanted:
+            if self.state.in_use(device_id) or wanted:
                 return None
-            self.state.exclusive.add(device_id)
+            self.state.add_result(result)
             return result
-        consumed = _consumption(device, wanted)
-        if consumed is None:
+        capacities = parse_capacities(device)
+        try:
+            consumed = consumed_capacity(capacities, wanted)
+        except CapacityRejected:
             return None
-        used = self.state.consumed.get(device_id, {})
-        for capacity, amount in consumed.items():
-            limit = parse_quantity(device["capacity"][capacity]["value"])
-            if used.get(capacity, Fraction(0)) + amount > limit:
-                return None
+        if not self.state.fits(device_id, capacities, consumed):
+            return None
         result["shareID"] = str(uuid.uuid4())
-        result["consumedCapacity"] = {
-            capacity: format_quantity(
-                amount, quantity_format(device["capacity"][capacity]["value"])
-            )
-            for capacity, amount in consumed.items()
-        }
-        self.state.add(result)
+        result["consumedCapacity"] = format_consumed(capacities, consumed)
+        self.state.add_result(result)
         return result
 
 
