@@ -58,7 +58,8 @@ def node_selector_matches(selector: Object | None, node: Object) -> bool:
     return any(node_selector_term_matches(t, node) for t in selector.get("nodeSelectorTerms") or [])
 
 
-def _tolerates(toleration: Object, taint: Object) -> bool:
+def tolerates(toleration: Object, taint: Object) -> bool:
+    """Whether one toleration (of a pod, or of a device request) tolerates ``taint``."""
     if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
         return False
     if toleration.get("operator", "Equal") == "Exists":
@@ -74,7 +75,7 @@ def node_unfit_reason(pod: Object, node: Object) -> str | None:
     tolerations = spec.get("tolerations") or []
     node_spec = node.get("spec") or {}
     if node_spec.get("unschedulable") and not any(
-        _tolerates(t, {"key": _UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}) for t in tolerations
+        tolerates(t, {"key": _UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}) for t in tolerations
     ):
         return "node is unschedulable"
     labels = (node.get("metadata") or {}).get("labels") or {}
@@ -88,7 +89,7 @@ def node_unfit_reason(pod: Object, node: Object) -> str | None:
         return "node didn't match Pod's node affinity/selector"
     for taint in node_spec.get("taints") or []:
         if taint.get("effect") in _BLOCKING_EFFECTS and not any(
-            _tolerates(t, taint) for t in tolerations
+            tolerates(t, taint) for t in tolerations
         ):
             return f"node had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
     return None

@@ -14,12 +14,11 @@ from typing import Any, Final
 
 from kubernetes import client
 
-from dra_driver.k8s import raw
+from dra_driver.k8s import objects, raw
 from dra_driver.k8s.errors import AlreadyExistsError, NotFoundError
 from dra_driver.k8s.events import EventRecorder
 from dra_driver.k8s.informer import EventType, Informer, Object, object_key
 from dra_driver.k8s.reconcile import ReconcileLoop
-from dra_driver.testing.actors import objects
 
 BUILTIN_FINALIZER: Final = "resource.kubernetes.io/delete-protection"
 POD_CLAIM_NAME_ANNOTATION: Final = "resource.kubernetes.io/pod-claim-name"

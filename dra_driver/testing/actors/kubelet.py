@@ -18,13 +18,12 @@ from typing import Any, Final
 import grpc
 from kubernetes import client
 
-from dra_driver.k8s import raw
+from dra_driver.k8s import objects, raw
 from dra_driver.k8s.errors import NotFoundError
 from dra_driver.k8s.events import EventRecorder
 from dra_driver.k8s.informer import EventType, Informer, Object, object_key
 from dra_driver.k8s.reconcile import ReconcileLoop, Requeue
 from dra_driver.k8s.timestamps import rfc3339
-from dra_driver.testing.actors import objects
 from dra_driver.testing.actors.cdiresolve import (
     ContainerEdits,
     UnresolvableCDIDevicesError,

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from kubernetes import client
 
-from dra_driver.k8s import raw
+from dra_driver.k8s import objects, raw
 from dra_driver.k8s.errors import InvalidError
 from dra_driver.k8s.events import EventRecorder
 from dra_driver.k8s.informer import EventType, Informer, Object, object_key
@@ -23,7 +23,6 @@ from dra_driver.k8s.reconcile import ReconcileLoop, Requeue
 from dra_driver.k8s.scheduling import node_selector_matches, node_unfit_reason
 from dra_driver.k8s.timestamps import rfc3339
 from dra_driver.logging import get_logger
-from dra_driver.testing.actors import objects
 from dra_driver.testing.actors.claimcontroller import BUILTIN_FINALIZER
 from dra_driver.testing.actors.firstfit import AllocatedState, Unallocatable, allocate_on_node
 

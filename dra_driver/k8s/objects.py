@@ -1,4 +1,4 @@
-"""Small accessors on raw Kubernetes objects shared by the harness actors."""
+"""Small accessors on raw Kubernetes objects (the dicts informers hold)."""
 
 from __future__ import annotations
 
@@ -83,3 +83,9 @@ def patch_pod_status(core: client.CoreV1Api, pod: Object, status: Object) -> Obj
         {"status": status},
         _content_type=raw.MERGE_PATCH,
     )
+
+
+def has_scheduling_gate(pod: Object, gate: str) -> bool:
+    """Whether the pod still carries the scheduling gate ``gate``."""
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    return any(g.get("name") == gate for g in gates)
