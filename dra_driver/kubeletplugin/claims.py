@@ -11,8 +11,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dra_driver.api import Backend, ConfigError, DriverNames, EffectiveConfig, decode_config
-from dra_driver.api.gpushareconfig import merge_configs
+from dra_driver.api import Backend, ConfigError, DriverNames, EffectiveConfig
 from dra_driver.cdi import (
     CardShare,
     CdiDevice,
@@ -32,6 +31,7 @@ from dra_driver.k8s.quantity import QuantityError, ceil_int, parse_quantity
 from dra_driver.kubeletplugin.checkpoint import PreparedDevice
 from dra_driver.kubeletplugin.slices import device_name
 from dra_driver.nvml.inventory import Card
+from dra_driver.structured.config import parent_request, share_config
 
 Object = dict[str, Any]
 
@@ -49,42 +49,20 @@ class PreparedClaim:
     config: EffectiveConfig
 
 
-def _base(request: str) -> str:
-    return request.split("/", 1)[0]
-
-
-def _configs_for(allocation: Object, driver: str, request: str) -> list[tuple[str, Any]]:
-    """Our config entries applying to ``request``, class entries first, each with its path."""
-    entries = []
-    for index, config in enumerate((allocation.get("devices") or {}).get("config") or []):
-        opaque = config.get("opaque") or {}
-        if opaque.get("driver") != driver:
-            continue
-        requests = config.get("requests") or []
-        if requests and request not in requests and _base(request) not in requests:
-            continue
-        entries.append((config.get("source", ""), index, opaque.get("parameters")))
-    # Stable sort keeps each source's own order; FromClass sorts before FromClaim.
-    entries.sort(key=lambda entry: entry[0] != "FromClass")
-    return [
-        (f"status.allocation.devices.config[{index}].opaque.parameters", parameters)
-        for _, index, parameters in entries
-    ]
-
-
 def _effective(
     names: DriverNames, allocation: Object, results: Sequence[Object]
 ) -> EffectiveConfig:
     effective: EffectiveConfig | None = None
     for result in results:
         try:
-            decoded = [
-                decode_config(parameters, names, path=path)
-                for path, parameters in _configs_for(allocation, names.driver, result["request"])
-            ]
+            current = share_config(
+                (allocation.get("devices") or {}).get("config") or [],
+                names,
+                result["request"],
+                path="status.allocation.devices.config",
+            ).effective()
         except ConfigError as exc:
             raise ClaimError(f"invalid config: {exc}") from exc
-        current = merge_configs(decoded).effective()
         if effective is not None and current != effective:
             raise ClaimError(
                 "the requests of one claim must share isolation, priority and backend; "
@@ -155,7 +133,7 @@ def prepare_claim(
     for result in results:
         try:
             check_device_name(result["device"])
-            check_request_name(_base(result["request"]))
+            check_request_name(parent_request(result["request"]))
             if result.get("shareID") is not None:
                 check_share_id(result["shareID"])
         except UnsafeNameError as exc:
@@ -202,7 +180,7 @@ def _assemble(
         devices.append(CdiDevice(name=name, edits=own))
         answer.append(
             PreparedDevice(
-                request_names=(_base(result["request"]),),
+                request_names=(parent_request(result["request"]),),
                 pool_name=result["pool"],
                 device_name=result["device"],
                 cdi_device_ids=(qualified_name(names, name),),
