@@ -1,0 +1,25 @@
+"""The allocation engine: pure functions from a cluster snapshot to allocations or reasons."""
+
+from dra_driver.controller.engine.place import (
+    ClaimAllocation,
+    Placed,
+    Unplaceable,
+    node_selector,
+    place_pod,
+)
+from dra_driver.controller.engine.requests import claim_key, uses_driver
+from dra_driver.controller.engine.scoring import Policy
+from dra_driver.controller.engine.snapshot import Device, Snapshot
+
+__all__ = [
+    "ClaimAllocation",
+    "Device",
+    "Placed",
+    "Policy",
+    "Snapshot",
+    "Unplaceable",
+    "claim_key",
+    "node_selector",
+    "place_pod",
+    "uses_driver",
+]

@@ -1,0 +1,66 @@
+"""Reasons a human can act on when a pod's claims fit nowhere.
+
+kube-scheduler style ("0/4 nodes are available: ...") with nodes grouped by reason, plus, for a
+request that no card could hold, the closest card in the cluster and what it has free: that
+tells the user whether to ask for less, wait, or add cards.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from fractions import Fraction
+
+from dra_driver.controller.engine.requests import Alternative
+from dra_driver.controller.engine.snapshot import Device
+from dra_driver.k8s.quantity import QuantityFormat, format_quantity, quantity_format
+from dra_driver.structured.consumable import Capacity
+
+
+def amount(capacity: Capacity, value: Fraction) -> str:
+    """Format an amount of one capacity the way its slice value is written (``9Gi``, ``40``)."""
+    fmt = quantity_format(capacity.text)
+    if fmt is QuantityFormat.BINARY and value % 1024 == 0 and value >= 1024**2:
+        return format_quantity(value, QuantityFormat.BINARY)
+    return format_quantity(value, fmt)
+
+
+def describe(capacities: Mapping[str, Capacity], amounts: Mapping[str, Fraction]) -> str:
+    """Return ``"9Gi memory, 100 cores"`` for the named amounts."""
+    return ", ".join(
+        f"{amount(capacities[name], value)} {name}"
+        for name, value in sorted(amounts.items())
+        if name in capacities
+    )
+
+
+def closeness(wanted: Mapping[str, Fraction], free: Mapping[str, Fraction]) -> Fraction:
+    """How close a card comes to a share: the smallest free/wanted ratio (1 or more fits)."""
+    ratios = [free.get(name, Fraction(0)) / need for name, need in wanted.items() if need > 0]
+    return min(ratios) if ratios else Fraction(1)
+
+
+def wanted_text(alternative: Alternative, device: Device, wanted: Mapping[str, Fraction]) -> str:
+    """Say what one share of ``alternative`` needs: ``card with 12Gi memory, 30 cores free``."""
+    if alternative.exclusive or not device.shareable:
+        return "idle card for a whole-card share"
+    return f"card with {describe(device.capacities, wanted)} free"
+
+
+def closest_text(device: Device, free: Mapping[str, Fraction] | None) -> str:
+    """Say what the closest card has: ``node-3/gpu-0 has 9Gi memory, 100 cores free``."""
+    if free is None:
+        return f"{device.label} is used whole by another claim"
+    return f"{device.label} has {describe(device.capacities, free)} free"
+
+
+def summarize(total_nodes: int, reasons: Iterable[str]) -> str:
+    """Return ``0/N nodes are available: 2 nodes <reason>; 1 node <reason>``."""
+    counts = Counter(reasons)
+    if total_nodes == 0:
+        return "0/0 nodes are available: the cluster has no nodes"
+    parts = [
+        f"{count} node{'s' if count != 1 else ''}: {reason}"
+        for reason, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    ]
+    return f"0/{total_nodes} nodes are available: " + "; ".join(parts)

@@ -1,0 +1,242 @@
+"""A ResourceClaim's ``spec.devices`` as the engine searches it: requests, alternatives, rules.
+
+Everything that can be checked without looking at devices is checked here, once per claim,
+so a bad claim gets one clear reason instead of "nothing fits" on every node.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+from dra_driver.api import (
+    ConfigError,
+    DriverNames,
+    EffectiveConfig,
+    Isolation,
+)
+from dra_driver.k8s.quantity import QuantityError, parse_quantity
+from dra_driver.structured import cel
+from dra_driver.structured.classes import class_driver
+from dra_driver.structured.config import applies_to, share_config
+
+Object = dict[str, Any]
+
+
+class ClaimRefused(Exception):  # noqa: N818 - an outcome the user must act on
+    """The claim can never be allocated as written; the message says what to change."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Alternative:
+    """One way to satisfy a request: the request itself or one ``firstAvailable`` entry."""
+
+    name: str
+    """The result's ``request`` field: ``gpu`` or ``gpu/<sub-request>``."""
+    class_name: str
+    selectors: tuple[cel.Selector, ...]
+    """Class selectors first, then the request's."""
+    all_devices: bool
+    count: int
+    capacity: Mapping[str, Fraction]
+    tolerations: tuple[Object, ...]
+    config: EffectiveConfig
+    class_config: tuple[Object, ...]
+    """The class's config entries, copied into the allocation as ``FromClass``."""
+
+    @property
+    def exclusive(self) -> bool:
+        """Whether each share takes its whole card (``isolation: exclusive``)."""
+        return self.config.isolation is Isolation.EXCLUSIVE
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """One entry of ``spec.devices.requests``."""
+
+    name: str
+    alternatives: tuple[Alternative, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Constraint:
+    """A ``matchAttribute`` or ``distinctAttribute`` constraint."""
+
+    requests: tuple[str, ...]
+    attribute: str
+    distinct: bool
+
+    def covers(self, request: str) -> bool:
+        """Whether the constraint applies to a result of ``request`` (``gpu`` or ``gpu/sub``)."""
+        return applies_to(self.requests, request)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimSpec:
+    """A parsed claim, ready to search."""
+
+    key: str
+    """``namespace/name`` for messages."""
+    uid: str
+    requests: tuple[Request, ...]
+    constraints: tuple[Constraint, ...]
+    claim_config: tuple[Object, ...]
+
+
+def claim_key(claim: Mapping[str, Any]) -> str:
+    """Return ``namespace/name`` of a claim."""
+    metadata = claim.get("metadata") or {}
+    return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+
+
+def uses_driver(claim: Mapping[str, Any], classes: Mapping[str, Object], driver: str) -> bool:
+    """Whether any request of the claim asks for a DeviceClass of ``driver``."""
+    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+        for entry in [request.get("exactly") or {}, *(request.get("firstAvailable") or [])]:
+            device_class = classes.get(str(entry.get("deviceClassName", "")))
+            if device_class is not None and class_driver(device_class) == driver:
+                return True
+    return False
+
+
+def _selectors(entries: Sequence[Object], where: str) -> tuple[cel.Selector, ...]:
+    selectors = []
+    for index, entry in enumerate(entries):
+        expression = str((entry.get("cel") or {}).get("expression") or "")
+        try:
+            selectors.append(cel.compile_selector(expression))
+        except cel.CelError as exc:
+            raise ClaimRefused(f"{where}.selectors[{index}]: {exc}") from exc
+    return tuple(selectors)
+
+
+def _capacity(entry: Object, where: str) -> dict[str, Fraction]:
+    wanted = {}
+    for name, text in ((entry.get("capacity") or {}).get("requests") or {}).items():
+        try:
+            amount = parse_quantity(str(text))
+        except QuantityError as exc:
+            raise ClaimRefused(f"{where}.capacity.requests[{name}]: {exc}") from exc
+        if amount < 0:
+            raise ClaimRefused(f"{where}.capacity.requests[{name}]: must not be negative")
+        wanted[str(name)] = amount
+    return wanted
+
+
+def _alternative(
+    names: DriverNames,
+    classes: Mapping[str, Object],
+    claim_config: Sequence[Object],
+    *,
+    entry: Object,
+    result_name: str,
+    where: str,
+) -> Alternative:
+    class_name = str(entry.get("deviceClassName", ""))
+    device_class = classes.get(class_name)
+    if device_class is None:
+        raise ClaimRefused(f"{where}: device class {class_name} does not exist")
+    if class_driver(device_class) != names.driver:
+        raise ClaimRefused(
+            f"{where}: device class {class_name} does not select devices of {names.driver} "
+            "only; a claim must ask either for this driver's classes alone or not at all"
+        )
+    if entry.get("adminAccess"):
+        raise ClaimRefused(f"{where}.adminAccess: admin access is not allocated by this driver")
+    mode = str(entry.get("allocationMode") or "ExactCount")
+    if mode not in ("ExactCount", "All"):
+        raise ClaimRefused(f"{where}.allocationMode: {mode!r}; allowed: ExactCount, All")
+    count = int(entry.get("count") or 1)
+    if mode == "ExactCount" and count < 1:
+        raise ClaimRefused(f"{where}.count: must be at least 1")
+    class_spec = device_class.get("spec") or {}
+    class_config = tuple(
+        {"source": "FromClass", "requests": [result_name], **config}
+        for config in class_spec.get("config") or []
+    )
+    try:
+        config = share_config(
+            [*class_config, *({"source": "FromClaim", **c} for c in claim_config)],
+            names,
+            result_name,
+            path="config",
+        ).effective()
+    except ConfigError as exc:
+        raise ClaimRefused(f"{where}: {exc}") from exc
+    return Alternative(
+        name=result_name,
+        class_name=class_name,
+        selectors=_selectors(class_spec.get("selectors") or [], f"deviceclass {class_name}")
+        + _selectors(entry.get("selectors") or [], where),
+        all_devices=mode == "All",
+        count=count,
+        capacity=_capacity(entry, where),
+        tolerations=tuple(entry.get("tolerations") or ()),
+        config=config,
+        class_config=class_config,
+    )
+
+
+def parse_claim(
+    claim: Mapping[str, Any], names: DriverNames, classes: Mapping[str, Object]
+) -> ClaimSpec:
+    """Parse and check one claim; raise :class:`ClaimRefused` naming the field at fault."""
+    devices = (claim.get("spec") or {}).get("devices") or {}
+    claim_config = tuple(devices.get("config") or ())
+    requests = []
+    for index, request in enumerate(devices.get("requests") or []):
+        name = str(request.get("name", ""))
+        where = f"spec.devices.requests[{index}]"
+        alternatives: tuple[Alternative, ...]
+        if request.get("exactly") is not None:
+            alternatives = (
+                _alternative(
+                    names,
+                    classes,
+                    claim_config,
+                    entry=request["exactly"],
+                    result_name=name,
+                    where=f"{where}.exactly",
+                ),
+            )
+        else:
+            alternatives = tuple(
+                _alternative(
+                    names,
+                    classes,
+                    claim_config,
+                    entry=sub,
+                    result_name=f"{name}/{sub.get('name', '')}",
+                    where=f"{where}.firstAvailable[{sub_index}]",
+                )
+                for sub_index, sub in enumerate(request.get("firstAvailable") or [])
+            )
+        if not alternatives:
+            raise ClaimRefused(f"{where}: needs exactly or firstAvailable")
+        requests.append(Request(name, alternatives))
+    if not requests:
+        raise ClaimRefused("spec.devices.requests: the claim requests no devices")
+    constraints = []
+    for index, entry in enumerate(devices.get("constraints") or []):
+        attribute = entry.get("matchAttribute") or entry.get("distinctAttribute")
+        if not attribute:
+            raise ClaimRefused(
+                f"spec.devices.constraints[{index}]: needs matchAttribute or distinctAttribute"
+            )
+        constraints.append(
+            Constraint(
+                requests=tuple(entry.get("requests") or ()),
+                attribute=str(attribute),
+                distinct=bool(entry.get("distinctAttribute")),
+            )
+        )
+    metadata = claim.get("metadata") or {}
+    return ClaimSpec(
+        key=claim_key(claim),
+        uid=str(metadata.get("uid", "")),
+        requests=tuple(requests),
+        constraints=tuple(constraints),
+        claim_config=claim_config,
+    )

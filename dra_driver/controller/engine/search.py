@@ -1,0 +1,370 @@
+"""Find devices on one node for every request of a pod's claims: depth-first with backtracking.
+
+Requests are taken in claim order, then request order; each request tries its alternatives in
+order, and picks its devices from the best-ranked card down (:mod:`scoring`), so the first
+complete solution found is the policy's choice. A dead end (a constraint, or cards shared
+between requests) backtracks, so the search is complete: it finds an allocation whenever one
+exists, within a step budget that bounds the worst case.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+from fractions import Fraction
+from typing import Any, Final
+
+from dra_driver.api import Priority
+from dra_driver.controller.engine import explain, scoring
+from dra_driver.controller.engine.requests import Alternative, ClaimSpec, Constraint
+from dra_driver.controller.engine.snapshot import Device, Snapshot
+from dra_driver.k8s.scheduling import tolerates
+from dra_driver.structured import cel
+from dra_driver.structured.allocated import DeviceId
+from dra_driver.structured.consumable import CapacityRejected, consumed_capacity, format_consumed
+
+Object = dict[str, Any]
+
+DEFAULT_STEP_BUDGET: Final = 20_000
+_BLOCKING_TAINT_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
+
+
+class BudgetExhausted(Exception):  # noqa: N818 - an outcome, reported as a reason
+    """The search took more steps than allowed on one node."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Pick:
+    """One device chosen for one request."""
+
+    claim: int
+    alternative: Alternative
+    device: Device
+    consumed: dict[str, Fraction] | None
+    """Capacity taken; ``None`` for a device that is not shareable (used whole, no share)."""
+
+    def result(self, share_id: Callable[[], str]) -> Object:
+        """Return the ``DeviceRequestAllocationResult`` of this pick."""
+        driver, pool, device = self.device.id
+        result: Object = {
+            "request": self.alternative.name,
+            "driver": driver,
+            "pool": pool,
+            "device": device,
+        }
+        if self.alternative.tolerations:
+            result["tolerations"] = [dict(t) for t in self.alternative.tolerations]
+        if self.consumed is not None:
+            result["shareID"] = share_id()
+            result["consumedCapacity"] = format_consumed(self.device.capacities, self.consumed)
+        return result
+
+
+class Matcher:
+    """Static device checks (selectors, taints, request policy), memoized per snapshot."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot
+        self._selector_cache: dict[tuple[str, DeviceId], str | None] = {}
+
+    def selector_failure(self, selectors: Sequence[cel.Selector], device: Device) -> str | None:
+        """Return why the device fails a selector (a runtime error counts), or ``None``."""
+        for selector in selectors:
+            key = (selector.expression, device.id)
+            if key not in self._selector_cache:
+                try:
+                    ok = selector.matches(device.variable)
+                    self._selector_cache[key] = None if ok else "does not match the selectors"
+                except cel.CelEvaluationError as exc:
+                    self._selector_cache[key] = str(exc)
+            failure = self._selector_cache[key]
+            if failure is not None:
+                return failure
+        return None
+
+    @staticmethod
+    def taint_failure(alternative: Alternative, device: Device) -> str | None:
+        """Return the first device taint the request does not tolerate, or ``None``."""
+        for taint in device.taints:
+            if taint.get("effect") in _BLOCKING_TAINT_EFFECTS and not any(
+                tolerates(t, taint) for t in alternative.tolerations
+            ):
+                return f"has untolerated taint {taint.get('key')}={taint.get('value', '')}"
+        return None
+
+    @staticmethod
+    def consumption(alternative: Alternative, device: Device) -> dict[str, Fraction] | None:
+        """Return what one share takes from the device, or ``None`` if it takes it whole.
+
+        Raise :class:`CapacityRejected` when the request does not fit the device's policy.
+        """
+        consumed = consumed_capacity(device.capacities, alternative.capacity)
+        if not device.shareable:
+            return None
+        if alternative.exclusive:
+            return {name: capacity.value for name, capacity in device.capacities.items()}
+        return consumed
+
+
+class NodeSearch:
+    """Searches one node; :attr:`failures` explains a request that found nothing."""
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        matcher: Matcher,
+        node: str,
+        claims: Sequence[ClaimSpec],
+        *,
+        policy: scoring.Policy,
+        budget: int = DEFAULT_STEP_BUDGET,
+    ) -> None:
+        self._snapshot = snapshot
+        self._matcher = matcher
+        self._devices = snapshot.devices.get(node, ())
+        self._claims = claims
+        self._policy = policy
+        self._budget = budget
+        self._pending: dict[DeviceId, dict[str, Fraction]] = {}
+        self._pending_whole: set[DeviceId] = set()
+        self._pending_shares: dict[DeviceId, int] = {}
+        self._pending_online: dict[DeviceId, int] = {}
+        self._picks: list[Pick] = []
+        self._chosen_alternatives: list[int] = []
+        self._requests = [
+            (index, f"claim {claim.key} request {request.name}", request.alternatives)
+            for index, claim in enumerate(claims)
+            for request in claim.requests
+        ]
+        self.failures: dict[str, str] = {}
+        """Request name (``claim key`` + request) -> why no device suited it on this node."""
+
+    # -- availability --------------------------------------------------------------------
+
+    def free(self, device: Device) -> dict[str, Fraction] | None:
+        """Free capacity now (tentative picks included); ``None`` if used whole."""
+        if device.id in self._snapshot.state.exclusive or device.id in self._pending_whole:
+            return None
+        free = self._snapshot.state.free(device.id, device.capacities)
+        for name, amount in self._pending.get(device.id, {}).items():
+            free[name] -= amount
+        return free
+
+    def _in_use(self, device: Device) -> bool:
+        return (
+            self._snapshot.state.in_use(device.id)
+            or device.id in self._pending_whole
+            or self._pending_shares.get(device.id, 0) > 0
+        )
+
+    def _fits(self, device: Device, alternative: Alternative, consumed: Any) -> bool:  # noqa: ANN401
+        if consumed is None or alternative.exclusive:
+            return not self._in_use(device)
+        free = self.free(device)
+        return free is not None and all(free[name] >= amount for name, amount in consumed.items())
+
+    def _hosts_online(self, device: Device) -> bool:
+        counts = self._snapshot.priorities.get(device.id, {})
+        return counts.get(Priority.ONLINE, 0) + self._pending_online.get(device.id, 0) > 0
+
+    # -- tentative picks ------------------------------------------------------------------
+
+    def _push(self, pick: Pick) -> None:
+        self._picks.append(pick)
+        device_id = pick.device.id
+        if pick.consumed is None:
+            self._pending_whole.add(device_id)
+            return
+        pending = self._pending.setdefault(device_id, {})
+        for name, amount in pick.consumed.items():
+            pending[name] = pending.get(name, Fraction(0)) + amount
+        self._pending_shares[device_id] = self._pending_shares.get(device_id, 0) + 1
+        if pick.alternative.config.priority is Priority.ONLINE:
+            self._pending_online[device_id] = self._pending_online.get(device_id, 0) + 1
+
+    def _pop(self) -> None:
+        pick = self._picks.pop()
+        device_id = pick.device.id
+        if pick.consumed is None:
+            self._pending_whole.discard(device_id)
+            return
+        pending = self._pending[device_id]
+        for name, amount in pick.consumed.items():
+            pending[name] -= amount
+        self._pending_shares[device_id] -= 1
+        if pick.alternative.config.priority is Priority.ONLINE:
+            self._pending_online[device_id] -= 1
+
+    # -- constraints ----------------------------------------------------------------------
+
+    def _constraints_allow(self, claim: int, alternative: Alternative, device: Device) -> bool:
+        for constraint in self._claims[claim].constraints:
+            if constraint.covers(alternative.name) and not self._constraint_allows(
+                claim, constraint, device
+            ):
+                return False
+        return True
+
+    def _constraint_allows(self, claim: int, constraint: Constraint, device: Device) -> bool:
+        if constraint.attribute not in device.attributes:
+            return False
+        value = device.attributes[constraint.attribute]
+        others = [
+            p.device.attributes[constraint.attribute]
+            for p in self._picks
+            if p.claim == claim and constraint.covers(p.alternative.name)
+        ]
+        if constraint.distinct:
+            return value not in others
+        return all(other == value for other in others)
+
+    # -- the search -----------------------------------------------------------------------
+
+    def solve(self) -> tuple[list[Pick], tuple[int, ...]] | None:
+        """Return the picks and the alternative index used per request, or ``None``.
+
+        Raise :class:`BudgetExhausted` when the step budget runs out.
+        """
+        if self._solve(0):
+            return list(self._picks), tuple(self._chosen_alternatives)
+        return None
+
+    def _solve(self, at: int) -> bool:
+        if at == len(self._requests):
+            return True
+        claim, label, alternatives = self._requests[at]
+        for index, alternative in enumerate(alternatives):
+            candidates = self._candidates(label, alternative)
+            self._chosen_alternatives.append(index)
+            if alternative.all_devices:
+                found = self._take_all(claim, alternative, candidates, at)
+            else:
+                found = self._take(claim, alternative, candidates, alternative.count, at)
+            if found:
+                return True
+            self._chosen_alternatives.pop()
+        return False
+
+    def _candidates(self, label: str, alternative: Alternative) -> list[tuple[Device, Any]]:
+        """Devices that suit the request statically, each with its consumption."""
+        suitable = []
+        reasons: list[str] = []
+        for device in self._devices:
+            failure = self._matcher.selector_failure(alternative.selectors, device)
+            failure = failure or self._matcher.taint_failure(alternative, device)
+            if failure is not None:
+                reasons.append(f"{device.name} {failure}")
+                continue
+            try:
+                consumed = self._matcher.consumption(alternative, device)
+            except CapacityRejected as exc:
+                reasons.append(f"{device.name}: {exc}")
+                continue
+            suitable.append((device, consumed))
+        if not suitable and label:
+            detail = "; ".join(reasons) if reasons else "the node has no device of this driver"
+            self.failures.setdefault(f"{label} ({alternative.name})", detail)
+        return suitable
+
+    def _ranked(
+        self, alternative: Alternative, candidates: list[tuple[Device, Any]]
+    ) -> Iterator[tuple[Device, Any]]:
+        placement = self._policy.for_share(alternative.config)
+        ranked = []
+        for device, consumed in candidates:
+            free = self.free(device)
+            if free is None:
+                continue
+            after = free if consumed is None else {n: free[n] - consumed[n] for n in free}
+            if consumed is None:
+                after = dict.fromkeys(free, Fraction(0))
+            key = scoring.card_key(
+                placement,
+                alternative.config.priority,
+                free_after=scoring.free_fraction(device.capacities, after),
+                hosts_online=self._hosts_online(device),
+                sort_key=device.sort_key,
+            )
+            ranked.append((key, device, consumed))
+        ranked.sort(key=lambda item: item[0])
+        for _, device, consumed in ranked:
+            yield device, consumed
+
+    def _step(self) -> None:
+        self._budget -= 1
+        if self._budget < 0:
+            raise BudgetExhausted
+
+    def _take(
+        self,
+        claim: int,
+        alternative: Alternative,
+        candidates: list[tuple[Device, Any]],
+        remaining: int,
+        at: int,
+    ) -> bool:
+        if remaining == 0:
+            return self._solve(at + 1)
+        # One request never takes the same card twice: count 2 means two cards.
+        taken = {
+            p.device.id for p in self._picks[len(self._picks) - (alternative.count - remaining) :]
+        }
+        for device, consumed in self._ranked(alternative, candidates):
+            self._step()
+            if device.id in taken or not self._fits(device, alternative, consumed):
+                continue
+            if not self._constraints_allow(claim, alternative, device):
+                continue
+            self._push(Pick(claim, alternative, device, consumed))
+            if self._take(claim, alternative, candidates, remaining - 1, at):
+                return True
+            self._pop()
+        return False
+
+    def _take_all(
+        self,
+        claim: int,
+        alternative: Alternative,
+        candidates: list[tuple[Device, Any]],
+        at: int,
+    ) -> bool:
+        if not candidates or any(
+            d.id[:2] in self._snapshot.incomplete_pools for d, _ in candidates
+        ):
+            return False
+        pushed = 0
+        for device, consumed in candidates:
+            self._step()
+            if not self._fits(device, alternative, consumed) or not self._constraints_allow(
+                claim, alternative, device
+            ):
+                break
+            self._push(Pick(claim, alternative, device, consumed))
+            pushed += 1
+        else:
+            if self._solve(at + 1):
+                return True
+        for _ in range(pushed):
+            self._pop()
+        return False
+
+    # -- explaining a failure -------------------------------------------------------------
+
+    def room_for(
+        self, alternative: Alternative
+    ) -> tuple[bool, tuple[Device, dict[str, Fraction], dict[str, Fraction] | None] | None]:
+        """Whether one share fits some card now; if not, the closest card.
+
+        The closest card comes with what one share needs from it and what it has free
+        (``None`` when it is used whole).
+        """
+        best: tuple[Fraction, Device, dict[str, Fraction], dict[str, Fraction] | None] | None = None
+        for device, consumed in self._candidates("", alternative):
+            if self._fits(device, alternative, consumed):
+                return True, None
+            wanted = consumed or {n: c.value for n, c in device.capacities.items()}
+            free = self.free(device)
+            close = explain.closeness(wanted, free) if free is not None else Fraction(-1)
+            if best is None or close > best[0]:
+                best = (close, device, wanted, free)
+        return False, None if best is None else best[1:]

@@ -1,0 +1,221 @@
+"""What the allocation engine decides on: a consistent, read-only picture of the cluster.
+
+Built from raw API objects (as informers hold them) by pure code. Only this driver's
+node-local ResourceSlices at their pool's newest generation become devices (dra-api.md §2.1);
+every allocated claim, whoever allocated it, feeds the accounting, because kube-scheduler's
+allocations use the same cards (DESIGN.md §5).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from dra_driver.api import ConfigError, DriverNames, Priority
+from dra_driver.structured import cel
+from dra_driver.structured.allocated import AllocatedState, DeviceId
+from dra_driver.structured.config import share_config
+from dra_driver.structured.consumable import Capacity, parse_capacities
+
+Object = dict[str, Any]
+
+PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Device:
+    """One device of a slice, with what allocation needs precomputed."""
+
+    id: DeviceId
+    node: str
+    capacities: Mapping[str, Capacity]
+    shareable: bool
+    attributes: Mapping[str, Any]
+    """Fully qualified attribute name -> its value (int, bool, str; a version as its text)."""
+    taints: tuple[Object, ...]
+    variable: Mapping[str, Any]
+    """The CEL value of ``device``."""
+
+    @property
+    def name(self) -> str:
+        """The device name within its pool."""
+        return self.id[2]
+
+    @property
+    def label(self) -> str:
+        """How messages name the device: ``node/device``."""
+        return f"{self.node}/{self.id[2]}"
+
+    @property
+    def sort_key(self) -> tuple[str, str]:
+        """Deterministic order: PCI bus ID (the CUDA order), then name."""
+        return (str(self.attributes.get(PCI_BUS_ID, "")), self.id[2])
+
+
+def _attribute_value(value: Mapping[str, Any]) -> Any:  # noqa: ANN401 - one of several types
+    for kind in ("int", "bool", "string", "version", "ints", "bools", "strings", "versions"):
+        if kind in value:
+            item = value[kind]
+            return tuple(item) if isinstance(item, list) else item
+    return None
+
+
+def qualified_attributes(driver: str, device: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the device's attributes keyed by fully qualified name (``<domain>/<id>``)."""
+    attributes = {}
+    for name, value in (device.get("attributes") or {}).items():
+        key = name if "/" in name else f"{driver}/{name}"
+        attributes[key] = _attribute_value(value or {})
+    return attributes
+
+
+@dataclasses.dataclass
+class Snapshot:
+    """The cluster as one allocation decision sees it; build with :meth:`build`."""
+
+    names: DriverNames
+    nodes: dict[str, Object]
+    devices: dict[str, tuple[Device, ...]]
+    """This driver's devices per node name, in :attr:`Device.sort_key` order."""
+    by_id: dict[DeviceId, Device]
+    classes: dict[str, Object]
+    state: AllocatedState
+    priorities: dict[DeviceId, dict[Priority, int]]
+    """How many shares of each priority each of our devices has (placement uses it)."""
+    incomplete_pools: frozenset[tuple[str, str]]
+    problems: list[str]
+    counted: dict[str, Object]
+    """Claim UID -> the version of the claim whose allocation is counted."""
+
+    @classmethod
+    def build(
+        cls,
+        names: DriverNames,
+        *,
+        nodes: Iterable[Object],
+        slices: Iterable[Object],
+        classes: Iterable[Object],
+        claims: Iterable[Object],
+    ) -> Snapshot:
+        """Assemble a snapshot from raw objects; malformed pieces become ``problems``."""
+        problems: list[str] = []
+        devices, incomplete = _devices(names.driver, list(slices), problems)
+        by_node: dict[str, list[Device]] = {}
+        for device in devices:
+            by_node.setdefault(device.node, []).append(device)
+        snapshot = cls(
+            names=names,
+            nodes={str(node["metadata"]["name"]): node for node in nodes},
+            devices={
+                node: tuple(sorted(found, key=lambda d: d.sort_key))
+                for node, found in by_node.items()
+            },
+            by_id={device.id: device for device in devices},
+            classes={str(c["metadata"]["name"]): c for c in classes},
+            state=AllocatedState(),
+            priorities={},
+            counted={},
+            incomplete_pools=frozenset(incomplete),
+            problems=problems,
+        )
+        for claim in claims:
+            snapshot.update_claim(claim)
+        problems.extend(snapshot.state.problems)
+        return snapshot
+
+    def update_claim(self, claim: Object) -> None:
+        """Count ``claim`` as it is now, replacing whatever was counted for its UID.
+
+        Idempotent: the controller calls it after each of its writes, and a claim counted by
+        :meth:`build` is never counted twice.
+        """
+        uid = str((claim.get("metadata") or {}).get("uid") or "")
+        self.remove_claim(uid)
+        if (claim.get("status") or {}).get("allocation"):
+            self.state.add_claim(claim)
+            self._count_priorities(claim, 1)
+            self.counted[uid] = claim
+
+    def remove_claim(self, uid: str) -> None:
+        """Stop counting the claim with ``uid`` (its allocation ended or it is gone)."""
+        counted = self.counted.pop(uid, None)
+        if counted is not None:
+            self.state.remove_claim(counted)
+            self._count_priorities(counted, -1)
+
+    def _count_priorities(self, claim: Object, sign: int) -> None:
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        devices = allocation.get("devices") or {}
+        for result in devices.get("results") or []:
+            device_id = (result.get("driver"), result.get("pool"), result.get("device"))
+            if device_id not in self.by_id or result.get("adminAccess"):
+                continue
+            try:
+                config = share_config(
+                    devices.get("config") or [],
+                    self.names,
+                    str(result.get("request", "")),
+                    path="status.allocation.devices.config",
+                )
+            except ConfigError:
+                # The kubelet plugin refuses such a claim; it still holds its capacity.
+                config = share_config([], self.names, "", path="")
+            counts = self.priorities.setdefault(device_id, {})
+            priority = config.effective().priority
+            counts[priority] = counts.get(priority, 0) + sign
+
+
+def _devices(
+    driver: str, slices: list[Object], problems: list[str]
+) -> tuple[list[Device], set[tuple[str, str]]]:
+    """Our node-local devices at each pool's newest generation, and the incomplete pools."""
+    newest: dict[tuple[str, str], int] = {}
+    ours = []
+    for slice_ in slices:
+        spec = slice_.get("spec") or {}
+        if spec.get("driver") != driver:
+            continue
+        if not spec.get("nodeName"):
+            problems.append(f"ResourceSlice {slice_['metadata']['name']}: not node-local; ignored")
+            continue
+        pool = spec.get("pool") or {}
+        key = (str(spec["nodeName"]), str(pool.get("name", "")))
+        newest[key] = max(newest.get(key, 0), int(pool.get("generation") or 0))
+        ours.append(slice_)
+    counts: dict[tuple[str, str], int] = {}
+    expected: dict[tuple[str, str], int] = {}
+    devices: list[Device] = []
+    seen: set[DeviceId] = set()
+    for slice_ in sorted(ours, key=lambda s: str(s["metadata"]["name"])):
+        spec = slice_["spec"]
+        pool = spec.get("pool") or {}
+        key = (str(spec["nodeName"]), str(pool.get("name", "")))
+        if int(pool.get("generation") or 0) != newest[key]:
+            continue
+        counts[key] = counts.get(key, 0) + 1
+        expected[key] = int(pool.get("resourceSliceCount") or 1)
+        for raw in spec.get("devices") or []:
+            device_id = (driver, key[1], str(raw.get("name", "")))
+            if device_id in seen:
+                problems.append(f"pool {key[1]}: device {device_id[2]} is listed twice; ignored")
+                continue
+            seen.add(device_id)
+            try:
+                capacities = parse_capacities(raw)
+            except ValueError as exc:
+                problems.append(f"pool {key[1]} device {device_id[2]}: {exc}; ignored")
+                continue
+            devices.append(
+                Device(
+                    id=device_id,
+                    node=key[0],
+                    capacities=capacities,
+                    shareable=bool(raw.get("allowMultipleAllocations")),
+                    attributes=qualified_attributes(driver, raw),
+                    taints=tuple(raw.get("taints") or ()),
+                    variable=cel.device_variable(driver, raw),
+                )
+            )
+    incomplete = {key for key, count in counts.items() if count < expected[key]}
+    return devices, {(driver, pool) for _, pool in incomplete}
