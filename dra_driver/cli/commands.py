@@ -10,16 +10,25 @@ from importlib import metadata
 from typing import TYPE_CHECKING, Final
 
 from dra_driver import __version__
+from dra_driver.cli.flags import settings_from_arguments
+from dra_driver.controller import run as controller_run
+from dra_driver.controller.settings import ControllerSettings
+from dra_driver.k8s.errors import ApiError
 from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.kubeletplugin import plugin
 from dra_driver.kubeletplugin.settings import KubeletPluginSettings
 from dra_driver.metrics.settings import ObservabilitySettings
+from dra_driver.plan import command as plan_command
+from dra_driver.plan.errors import PlanInputError
+from dra_driver.plan.settings import PlanSettings
 from dra_driver.settings import OutputSettings
 
 if TYPE_CHECKING:
     from dra_driver.cli.main import Invocation
 
 EXIT_NOT_IMPLEMENTED: Final = 1
+EXIT_FAILURE: Final = 1
+EXIT_USAGE: Final = 2
 
 # Runtime libraries whose versions matter when reporting a bug.
 _REPORTED_DISTRIBUTIONS: Final = ("kubernetes", "grpcio", "protobuf", "nvidia-ml-py", "structlog")
@@ -87,3 +96,29 @@ def kubelet_plugin(invocation: Invocation) -> int:
         invocation.settings(KubeClientSettings),
         invocation.settings(ObservabilitySettings),
     )
+
+
+def controller(invocation: Invocation) -> int:
+    """Run the allocation controller until SIGTERM (or until it loses its Lease)."""
+    return controller_run.run(
+        invocation.names,
+        invocation.settings(ControllerSettings),
+        invocation.settings(KubeClientSettings),
+        invocation.settings(ObservabilitySettings),
+    )
+
+
+def plan(invocation: Invocation) -> int:
+    """Print where the workload would land; exit 2 for unusable input, 1 if the API fails."""
+    # Flags alone, without the environment: a flag beats a variable when choosing the cluster.
+    flags = settings_from_arguments(PlanSettings, invocation.namespace, {})
+    try:
+        report = plan_command.run(invocation.names, invocation.settings(PlanSettings), flags)
+    except PlanInputError as exc:
+        print(f"gpushare-dra plan: error: {exc}", file=sys.stderr)  # noqa: T201
+        return EXIT_USAGE
+    except ApiError as exc:
+        print(f"gpushare-dra plan: error: the API server failed: {exc}", file=sys.stderr)  # noqa: T201
+        return EXIT_FAILURE
+    print(report)  # noqa: T201
+    return 0

@@ -18,11 +18,12 @@ from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.kubeletplugin.settings import KubeletPluginSettings
 from dra_driver.logging import bind, configure_logging
 from dra_driver.metrics.settings import ObservabilitySettings
+from dra_driver.plan.settings import PlanSettings
 from dra_driver.settings import CommonSettings, OutputSettings
 from dra_driver.webhook.settings import WebhookSettings
 
 PROG: Final = "gpushare-dra"
-EXIT_USAGE: Final = 2
+EXIT_USAGE: Final = commands.EXIT_USAGE
 
 S = TypeVar("S")
 
@@ -56,7 +57,7 @@ COMMANDS: Final = (
         "controller",
         "allocate ResourceClaims of the driver's DeviceClasses (Deployment, leader-elected)",
         (ControllerSettings, KubeClientSettings, ObservabilitySettings),
-        commands.not_implemented("the allocation controller"),
+        commands.controller,
     ),
     Command(
         "kubelet-plugin",
@@ -79,8 +80,8 @@ COMMANDS: Final = (
     Command(
         "plan",
         "show where workloads would land on an inventory or a live cluster (capacity planning)",
-        (),
-        commands.not_implemented("capacity planning"),
+        (PlanSettings,),
+        commands.plan,
     ),
     Command("version", "print version information", (OutputSettings,), commands.version),
 )

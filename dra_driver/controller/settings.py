@@ -12,12 +12,27 @@ from dra_driver.settings import flag
 class ControllerSettings:
     """Allocation controller."""
 
-    gpu_placement: Placement = flag(
+    gpu_placement_online: Placement = flag(
+        Placement.SPREAD,
+        "card choice on a node for online shares whose config does not set placement "
+        "(spread keeps latency-sensitive work apart)",
+    )
+    gpu_placement_offline: Placement = flag(
         Placement.BINPACK,
-        "default card choice on a node for claims whose config does not set placement",
+        "card choice on a node for offline shares whose config does not set placement "
+        "(binpack fills cards and leaves whole cards free)",
     )
     node_placement: Placement = flag(Placement.BINPACK, "choice among the nodes that fit a pod")
     leader_elect: bool = flag(True, "elect one active replica through a coordination Lease")
     leader_election_namespace: str = flag(
         "gpushare", "namespace of the leader-election Lease (usually the release namespace)"
+    )
+    leader_election_identity: str = flag(
+        "", "this replica's name in the Lease; empty: the host name (the pod name in a cluster)"
+    )
+    lease_duration: int = flag(15, "seconds a leader's Lease is valid without renewal")
+    renew_deadline: int = flag(10, "seconds the leader keeps retrying a renewal before it quits")
+    retry_period: int = flag(2, "seconds between leader-election attempts")
+    resync_seconds: float = flag(
+        30.0, "how often every gated pod and our claims are looked at again, events or not"
     )

@@ -19,7 +19,8 @@ from typing import Any, Final, TypeVar
 from kubernetes import client
 
 from dra_driver.k8s import raw
-from dra_driver.nvml.inventory import Inventory, NodeInventory
+from dra_driver.nvml.inventory import Inventory
+from dra_driver.plan.inventory import node_object
 from dra_driver.testing.actors.claimcontroller import ResourceClaimController
 from dra_driver.testing.actors.kubelet import Kubelet
 from dra_driver.testing.actors.scheduler import Scheduler
@@ -63,27 +64,6 @@ class NodeDirs:
     def cdi(self) -> Path:
         """Where plugins write their CDI specs."""
         return self.root / "cdi"
-
-
-def node_object(node: NodeInventory) -> Object:
-    """Build the Node object the cluster registers for an inventory node."""
-    labels = {"kubernetes.io/hostname": node.name, "kubernetes.io/os": "linux", **node.labels}
-    spec: Object = {}
-    if node.taints:
-        spec["taints"] = [
-            {"key": t.key, "value": t.value, "effect": t.effect}
-            if t.value
-            else {"key": t.key, "effect": t.effect}
-            for t in node.taints
-        ]
-    if node.unschedulable:
-        spec["unschedulable"] = True
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": node.name, "labels": labels},
-        "spec": spec,
-    }
 
 
 class FakeCluster:
@@ -130,6 +110,13 @@ class FakeCluster:
         if self.api_client is None:
             raise RuntimeError("the cluster is not started")
         return self.api_client
+
+    @property
+    def server(self) -> FakeApiServer:
+        """The fake API server (fault injection, request counts); not in real-binaries mode."""
+        if not isinstance(self._backend, FakeApiServer):
+            raise RuntimeError("a real control plane has no fake API server")  # noqa: TRY004 - a mode, not a type error
+        return self._backend
 
     def kubeconfig(self) -> Path:
         """Return a kubeconfig for this cluster, so our binaries can run against it unchanged."""

@@ -91,7 +91,7 @@ def test_component_settings_are_checked_before_running(capsys: pytest.CaptureFix
     )
 
 
-@pytest.mark.parametrize("command", ["controller", "webhook", "plan"])
+@pytest.mark.parametrize("command", ["webhook"])
 def test_unimplemented_components_say_so_and_fail(
     command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,0 +1,204 @@
+"""The allocation loop: gated pod in, allocated claims and an ungated pod out.
+
+One worker decides at a time, so every decision sees the previous one's capacity (the engine
+is fast; the writes are what take time, and they are few per pod). A pod is reconciled again
+whenever something it could be waiting for changes: its claims, slices, classes, nodes, or
+any claim's allocation (freed capacity).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Final
+
+from dra_driver.api import DriverNames
+from dra_driver.controller.engine import Placed, Policy, Unplaceable, place_pod, uses_driver
+from dra_driver.controller.metrics import ControllerMetrics
+from dra_driver.controller.view import ClusterView
+from dra_driver.controller.writes import ClaimWriter
+from dra_driver.k8s import objects
+from dra_driver.k8s.events import EventRecorder
+from dra_driver.k8s.informer import object_key
+from dra_driver.k8s.reconcile import Requeue
+from dra_driver.k8s.timestamps import rfc3339
+from dra_driver.logging import bound, get_logger
+
+Object = dict[str, Any]
+PodKey = tuple[str, str]
+
+log = get_logger(__name__)
+
+# Pods that fit nowhere are looked at again on every relevant event; this is the fallback.
+_UNPLACEABLE_RETRY_SECONDS: Final = 5.0
+_BUILTIN_FINALIZER: Final = "resource.kubernetes.io/delete-protection"
+
+
+class Allocator:
+    """Reconciles one gated pod per call."""
+
+    def __init__(
+        self,
+        names: DriverNames,
+        view: ClusterView,
+        *,
+        writer: ClaimWriter,
+        events: EventRecorder,
+        metrics: ControllerMetrics,
+        policy: Policy,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._names = names
+        self._view = view
+        self._writer = writer
+        self._events = events
+        self._metrics = metrics
+        self._policy = policy
+        self._clock = clock
+        self._last_reason: dict[str, str] = {}
+
+    def reconcile(self, key: PodKey) -> None:
+        """Allocate the pod's claims of this driver and remove its gate, or say why not."""
+        pod = self._view.pods.get(*key)
+        if pod is None:
+            self._last_reason.pop("/".join(key), None)
+            return
+        if not objects.has_scheduling_gate(pod, self._names.scheduling_gate) or objects.is_deleting(
+            pod
+        ):
+            return
+        with bound(pod="/".join(key), pod_uid=objects.uid(pod)):
+            claims = self._claims(pod)
+            if claims is None:
+                return
+            self._allocate(pod, claims)
+
+    def _claims(self, pod: Object) -> list[Object] | None:
+        """Return the pod's claims, or ``None`` while one is not created yet (an event follows)."""
+        namespace = pod["metadata"]["namespace"]
+        claims = []
+        for entry, name in objects.pod_claim_names(pod).items():
+            claim = self._view.claim(namespace, name) if name else None
+            if claim is None:
+                log.debug("allocation.waiting_for_claim", entry=entry, claim=name)
+                return None
+            entries = pod["spec"]["resourceClaims"]
+            template = next(
+                (e.get("resourceClaimTemplateName") for e in entries if e["name"] == entry), None
+            )
+            if template and objects.controller_uid(claim) != objects.uid(pod):
+                self._refuse(pod, f"claim {name} for entry {entry} is not owned by the pod")
+                return None
+            claims.append(claim)
+        return claims
+
+    def _allocate(self, pod: Object, claims: list[Object]) -> None:
+        classes = self._view.snapshot().classes
+        ours = [c for c in claims if uses_driver(c, classes, self._names.driver)]
+        pending = [c for c in ours if not (c.get("status") or {}).get("allocation")]
+        if any(objects.is_deleting(c) for c in pending):
+            self._refuse(pod, "a claim of the pod is being deleted")
+            return
+        if pending:
+            pinned = [
+                allocation["nodeSelector"]
+                for c in claims
+                if (allocation := (c.get("status") or {}).get("allocation"))
+                and allocation.get("nodeSelector")
+            ]
+            started = time.perf_counter()
+            decision = place_pod(self._view.snapshot(), pod, pending, self._policy, pinned=pinned)
+            self._metrics.decision_seconds.observe(time.perf_counter() - started)
+            if isinstance(decision, Unplaceable):
+                self._unplaceable(pod, ours, decision)
+                return
+            self._write(pod, pending, decision)
+        elif not ours:
+            log.info("allocation.not_ours", reason="no claim uses a DeviceClass of this driver")
+        if not self._writer.remove_gate(
+            pod, self._names.scheduling_gate, lambda: self._view.pods.get(*object_key(pod))
+        ):
+            return
+        self._last_reason.pop(objects.uid(pod), None)
+        created = (pod.get("metadata") or {}).get("creationTimestamp")
+        if created:
+            self._metrics.allocation_latency_seconds.observe(
+                max(0.0, self._clock() - _epoch(created))
+            )
+        log.info("allocation.ungated")
+
+    def _write(self, pod: Object, pending: list[Object], decision: Placed) -> None:
+        by_uid = {objects.uid(c): c for c in pending}
+        lines = []
+        for allocation in decision.claims:
+            claim = self._writer.add_finalizer(by_uid[allocation.uid])
+            self._view.assume(claim)
+            written = self._writer.write_allocation(claim, allocation.status(rfc3339()))
+            self._view.assume(written)
+            shares = ", ".join(
+                f"{r['request']} -> {r['device']} ({_consumed(r)})" for r in allocation.results
+            )
+            self._events.record(
+                written, "Normal", "Allocated", f"allocated on node {decision.node}: {shares}"
+            )
+            lines.append(f"{allocation.key}: {shares}")
+        self._metrics.allocations.labels("allocated").inc()
+        self._events.record(
+            pod, "Normal", "Allocated", f"node {decision.node}; " + "; ".join(lines)
+        )
+        log.info("allocation.allocated", node=decision.node, claims=len(decision.claims))
+
+    def _unplaceable(self, pod: Object, ours: list[Object], decision: Unplaceable) -> None:
+        rolled_back = self._roll_back(ours)
+        result = "refused" if decision.refused else "unplaceable"
+        self._metrics.allocations.labels(result).inc()
+        uid = objects.uid(pod)
+        if self._last_reason.get(uid) != decision.reason:
+            self._last_reason[uid] = decision.reason
+            reason = "InvalidClaim" if decision.refused else "FailedAllocation"
+            self._events.record(pod, "Warning", reason, decision.reason)
+            log.info("allocation.unplaceable", refused=decision.refused, reason=decision.reason)
+        if rolled_back:
+            raise Requeue(0.0, "released a partial allocation; trying all claims afresh")
+        raise Requeue(_UNPLACEABLE_RETRY_SECONDS, decision.reason)
+
+    def _roll_back(self, ours: list[Object]) -> bool:
+        """Release claims we allocated for this pod in an earlier, interrupted attempt.
+
+        A crash or conflict between two claims' writes leaves some allocated; the rest must
+        then fit on the same node. When they do not, holding the first ones would block the
+        pod forever, so they are released (only unreserved ones, which no pod uses yet).
+        """
+        released = False
+        for claim in ours:
+            status = claim.get("status") or {}
+            finalizers = claim["metadata"].get("finalizers") or []
+            if (
+                status.get("allocation")
+                and not status.get("reservedFor")
+                and self._names.finalizer in finalizers
+                and _BUILTIN_FINALIZER not in finalizers
+            ):
+                self._view.assume(self._writer.clear_allocation(claim))
+                log.info("allocation.rolled_back", claim=claim["metadata"]["name"])
+                released = True
+        return released
+
+    def _refuse(self, pod: Object, reason: str) -> None:
+        uid = objects.uid(pod)
+        if self._last_reason.get(uid) != reason:
+            self._last_reason[uid] = reason
+            self._events.record(pod, "Warning", "FailedAllocation", reason)
+            log.info("allocation.waiting", reason=reason)
+
+
+def _consumed(result: Object) -> str:
+    consumed = result.get("consumedCapacity")
+    if not consumed:
+        return "whole device"
+    return ", ".join(f"{name} {value}" for name, value in sorted(consumed.items()))
+
+
+def _epoch(timestamp: str) -> float:
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()

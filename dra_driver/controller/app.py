@@ -1,0 +1,189 @@
+"""``gpushare-dra controller``: wiring and lifecycle of the allocation controller.
+
+Every replica keeps its informers warm; only the leader runs the allocation and release loops,
+so a failover starts deciding at once. A replica that loses its Lease stops its loops and
+exits non-zero, as client-go controllers do, and Kubernetes restarts it as a follower: that
+is simpler and safer than trying to resume mid-term.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from typing import Any, Final
+
+from kubernetes import client
+from prometheus_client import CollectorRegistry
+
+from dra_driver.api import DriverNames
+from dra_driver.controller.allocator import Allocator
+from dra_driver.controller.engine import Policy
+from dra_driver.controller.metrics import CardCollector, ControllerMetrics
+from dra_driver.controller.releaser import Releaser
+from dra_driver.controller.settings import ControllerSettings
+from dra_driver.controller.view import ClusterView
+from dra_driver.controller.writes import ClaimWriter
+from dra_driver.k8s import objects
+from dra_driver.k8s.events import EventRecorder
+from dra_driver.k8s.informer import EventType, object_key
+from dra_driver.k8s.leader import LeaderElectionSettings, LeaderElector
+from dra_driver.k8s.reconcile import ReconcileLoop
+from dra_driver.logging import get_logger
+
+Object = dict[str, Any]
+Key = tuple[str, str]
+
+log = get_logger(__name__)
+
+COMPONENT: Final = "gpushare-controller"
+
+
+def policy_of(settings: ControllerSettings) -> Policy:
+    """Return the engine policy the settings describe."""
+    return Policy(
+        node=settings.node_placement,
+        online=settings.gpu_placement_online,
+        offline=settings.gpu_placement_offline,
+    )
+
+
+class Controller:
+    """The allocation controller; ``start`` returns at once, ``lost`` fires on lost leadership."""
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        names: DriverNames,
+        settings: ControllerSettings,
+        registry: CollectorRegistry,
+    ) -> None:
+        self._names, self._settings = names, settings
+        self.metrics = ControllerMetrics(registry)
+        self.view = ClusterView(api_client, names, self._on_change)
+        registry.register(CardCollector(self._current_snapshot))
+        writer = ClaimWriter(api_client, names.finalizer)
+        events = EventRecorder(api_client, COMPONENT)
+        allocator = Allocator(
+            names,
+            self.view,
+            writer=writer,
+            events=events,
+            metrics=self.metrics,
+            policy=policy_of(settings),
+        )
+        releaser = Releaser(names, self.view, writer, self.metrics, names.scheduling_gate)
+        # One allocating worker: each decision must see the capacity the previous one took.
+        self._allocations: ReconcileLoop[Key] = ReconcileLoop("allocate", allocator.reconcile)
+        self._releases: ReconcileLoop[Key] = ReconcileLoop("release", releaser.reconcile)
+        self._leading = threading.Event()
+        self._stopping = threading.Event()
+        self.lost = threading.Event()
+        self._resync: threading.Thread | None = None
+        self._elector: LeaderElector | None = None
+        if settings.leader_elect:
+            self._elector = LeaderElector(
+                api_client,
+                LeaderElectionSettings(
+                    lease_name=f"{names.driver}-controller",
+                    namespace=settings.leader_election_namespace,
+                    identity=settings.leader_election_identity or socket.gethostname(),
+                    lease_duration=settings.lease_duration,
+                    renew_deadline=settings.renew_deadline,
+                    retry_period=settings.retry_period,
+                ),
+                on_started_leading=self._lead,
+                on_stopped_leading=self._lose,
+            )
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the informers and campaign (or lead at once without leader election)."""
+        self.view.start()
+        if self._elector is not None:
+            self._elector.start()
+        else:
+            self._lead()
+
+    def stop(self) -> None:
+        """Stop leading and watching; in-flight reconciles finish first."""
+        self._stopping.set()
+        if self._elector is not None:
+            self._elector.stop()
+        self._stop_loops()
+        self.view.stop()
+
+    @property
+    def leading(self) -> bool:
+        """Whether this replica runs the loops now."""
+        return self._leading.is_set()
+
+    def _lead(self) -> None:
+        if self._stopping.is_set():
+            return
+        self.view.wait_synced()
+        log.info("controller.leading")
+        self.metrics.is_leader.set(1)
+        self._leading.set()
+        self._allocations.start()
+        self._releases.start()
+        self._resync = threading.Thread(target=self._resync_loop, name="resync", daemon=True)
+        self._resync.start()
+        self._enqueue_everything()
+
+    def _lose(self) -> None:
+        if self._leading.is_set():
+            log.warning("controller.leadership_lost")
+        self._stop_loops()
+        if not self._stopping.is_set():
+            self.lost.set()
+
+    def _stop_loops(self) -> None:
+        self.metrics.is_leader.set(0)
+        was_leading = self._leading.is_set()
+        self._leading.clear()
+        if was_leading:
+            self._allocations.stop()
+            self._releases.stop()
+        if self._resync is not None and self._resync is not threading.current_thread():
+            self._resync.join()
+
+    def _resync_loop(self) -> None:
+        while self._leading.is_set() and not self._stopping.wait(self._settings.resync_seconds):
+            self._enqueue_everything()
+
+    # -- what to look at when something changes ------------------------------------------
+
+    def _current_snapshot(self) -> Any:  # noqa: ANN401 - Snapshot | None for the collector
+        return self.view.snapshot() if self.view.synced else None
+
+    def _enqueue_everything(self) -> None:
+        self._enqueue_gated_pods()
+        for claim in self.view.claims.list():
+            if self._names.finalizer in (claim["metadata"].get("finalizers") or []):
+                self._releases.queue.add(object_key(claim))
+
+    def _enqueue_gated_pods(self) -> None:
+        for pod in self.view.pods.list():
+            if objects.has_scheduling_gate(pod, self._names.scheduling_gate):
+                self._allocations.queue.add(object_key(pod))
+
+    def _on_change(self, informer: str, kind: EventType, obj: Object) -> None:
+        if not self._leading.is_set():
+            return
+        if informer == "pods":
+            if objects.has_scheduling_gate(obj, self._names.scheduling_gate):
+                self._allocations.queue.add(object_key(obj))
+            namespace = obj["metadata"]["namespace"]
+            for name in objects.pod_claim_names(obj).values():
+                if name:
+                    self._releases.queue.add((namespace, name))
+        elif informer == "claims":
+            self._releases.queue.add(object_key(obj))
+            owner = objects.controller_reference(obj)
+            if owner is not None and owner.get("kind") == "Pod":
+                self._allocations.queue.add((obj["metadata"]["namespace"], owner["name"]))
+            if kind == "DELETED" or not (obj.get("status") or {}).get("allocation"):
+                self._enqueue_gated_pods()  # capacity may have been freed
+        else:
+            self._enqueue_gated_pods()

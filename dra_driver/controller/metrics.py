@@ -1,0 +1,83 @@
+"""The controller's Prometheus metrics.
+
+Per-card gauges are computed at scrape time from the controller's current snapshot, so they
+show exactly what the next allocation decision would see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from dra_driver.controller.engine import Snapshot
+
+_PREFIX: Final = "gpushare_controller"
+_LATENCY_BUCKETS: Final = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+class ControllerMetrics:
+    """Counters and histograms the allocation and release loops update."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.allocations = Counter(
+            f"{_PREFIX}_allocations",
+            "Pod allocation attempts by result: allocated, unplaceable, refused (the claim "
+            "can never fit as written) or error (an API failure, retried)",
+            ["result"],
+            registry=registry,
+        )
+        self.decision_seconds = Histogram(
+            f"{_PREFIX}_decision_seconds",
+            "Time the engine took to choose a node and cards for one pod",
+            buckets=_LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.allocation_latency_seconds = Histogram(
+            f"{_PREFIX}_allocation_latency_seconds",
+            "Time from pod creation until its claims were allocated and its gate removed",
+            buckets=_LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.releases = Counter(
+            f"{_PREFIX}_releases",
+            "Claims whose allocation this controller cleared",
+            registry=registry,
+        )
+        self.is_leader = Gauge(
+            f"{_PREFIX}_leader", "1 while this replica is the active leader", registry=registry
+        )
+
+
+class CardCollector(Collector):
+    """Exports free and allocated capacity per card from the current snapshot."""
+
+    def __init__(self, snapshot: Callable[[], Snapshot | None]) -> None:
+        self._snapshot = snapshot
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        """Yield one gauge family each for allocated and free capacity."""
+        labels = ["node", "device", "capacity"]
+        allocated = GaugeMetricFamily(
+            f"{_PREFIX}_card_allocated",
+            "Capacity allocated on a card (cores or bytes)",
+            labels=labels,
+        )
+        free = GaugeMetricFamily(
+            f"{_PREFIX}_card_free", "Capacity still free on a card (cores or bytes)", labels=labels
+        )
+        snapshot = self._snapshot()
+        if snapshot is not None:
+            for device in snapshot.by_id.values():
+                available = snapshot.state.free(device.id, device.capacities)
+                whole = device.id in snapshot.state.exclusive
+                for name, capacity in device.capacities.items():
+                    left = 0.0 if whole else float(available[name])
+                    label_values = [device.node, device.name, name]
+                    free.add_metric(label_values, left)
+                    allocated.add_metric(label_values, float(capacity.value) - left)
+        yield allocated
+        yield free

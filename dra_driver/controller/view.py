@@ -1,0 +1,183 @@
+"""The controller's picture of the cluster: informers plus its own writes not yet seen.
+
+The informers lag behind the API server. Right after the controller allocates a claim, the
+next decision must already count that claim, or two pods could get the same capacity: so
+every claim the controller writes is *assumed* (as kube-scheduler's assume cache does) until
+the claim informer shows that version or a newer one. The allocation snapshot is rebuilt when
+an informer reports a change and is otherwise kept, with our own commits applied to it, so a
+burst of pods does not rebuild the whole cluster for every decision.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kubernetes import client
+
+from dra_driver.api import DriverNames
+from dra_driver.controller.engine import Snapshot
+from dra_driver.k8s import objects
+from dra_driver.k8s.informer import EventType, Informer
+
+Object = dict[str, Any]
+Listener = Callable[[str, EventType, Object], None]
+"""Called with the informer name ("pods", "claims", "slices", "classes", "nodes")."""
+
+
+def _version(obj: Object | None) -> int:
+    try:
+        return int(((obj or {}).get("metadata") or {}).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
+class ClusterView:
+    """Informers for pods, claims, slices, classes and nodes, and the snapshot built on them."""
+
+    def __init__(
+        self, api_client: client.ApiClient, names: DriverNames, listener: Listener
+    ) -> None:
+        core, resource = client.CoreV1Api(api_client), client.ResourceV1Api(api_client)
+        self.names = names
+        self._listener = listener
+        self._lock = threading.Lock()
+        self._assumed: dict[tuple[str, str], Object] = {}
+        self._snapshot: Snapshot | None = None
+        self._generation = 0
+        """Bumped by every change a snapshot depends on; a build is kept only if unchanged."""
+
+        def informer(
+            name: str, list_func: Callable[..., Any], field_selector: str | None = None
+        ) -> Informer:
+            return Informer(
+                list_func,
+                name=f"controller-{name}",
+                handler=lambda kind, obj: self._changed(name, kind, obj),
+                field_selector=field_selector,
+            )
+
+        self.pods = informer("pods", core.list_pod_for_all_namespaces)
+        self.claims = informer("claims", resource.list_resource_claim_for_all_namespaces)
+        self.slices = informer(
+            "slices", resource.list_resource_slice, field_selector=f"spec.driver={names.driver}"
+        )
+        self.classes = informer("classes", resource.list_device_class)
+        self.nodes = informer("nodes", core.list_node)
+        self._informers = (self.pods, self.claims, self.slices, self.classes, self.nodes)
+
+    def start(self) -> None:
+        """Start the informers (they keep running whether or not this replica leads)."""
+        for informer in self._informers:
+            informer.start()
+
+    def stop(self) -> None:
+        """Stop the informers."""
+        for informer in self._informers:
+            informer.stop()
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        """Wait until every informer has listed once."""
+        return all(informer.wait_synced(timeout) for informer in self._informers)
+
+    @property
+    def synced(self) -> bool:
+        """Whether every informer has listed once (readiness)."""
+        return all(informer.synced for informer in self._informers)
+
+    def _changed(self, name: str, kind: EventType, obj: Object) -> None:
+        with self._lock:
+            if name != "pods":
+                self._snapshot = None
+                self._generation += 1
+            if name == "claims":
+                key = _key(obj)
+                assumed = self._assumed.get(key)
+                if assumed is not None and (
+                    kind == "DELETED"
+                    or objects.uid(assumed) != objects.uid(obj)
+                    or _version(obj) >= _version(assumed)
+                ):
+                    del self._assumed[key]
+        self._listener(name, kind, obj)
+
+    # -- claims, with our own writes ----------------------------------------------------------
+
+    def claim(self, namespace: str, name: str) -> Object | None:
+        """Return the newest claim we know: our own write if the informer has not caught up."""
+        with self._lock:
+            assumed = self._assumed.get((namespace, name))
+        cached = self.claims.get(namespace, name)
+        if assumed is not None and (cached is None or _version(assumed) > _version(cached)):
+            return assumed
+        return cached
+
+    def all_claims(self) -> list[Object]:
+        """Return every claim, our unseen writes replacing their stale copies."""
+        with self._lock:
+            assumed = dict(self._assumed)
+        merged = {_key(claim): claim for claim in self.claims.list()}
+        for key, claim in assumed.items():
+            if _version(claim) > _version(merged.get(key)):
+                merged[key] = claim
+        return list(merged.values())
+
+    def assume(self, written: Object) -> None:
+        """Record a claim we just wrote, so the next decision counts it.
+
+        Only the allocating thread uses the cached snapshot, so only an allocation is applied
+        to it in place; any other write (a release, a finalizer) drops the cache instead,
+        which is safe from any thread.
+        """
+        with self._lock:
+            if _version(written) > _version(self.claims.get(*_key(written))):
+                self._assumed[_key(written)] = written
+            snapshot = self._snapshot
+            if snapshot is None:
+                return
+            if (written.get("status") or {}).get("allocation"):
+                snapshot.update_claim(written)
+            elif objects.uid(written) in snapshot.counted:
+                self._snapshot = None
+                self._generation += 1
+
+    # -- the allocation snapshot ----------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        """Return the current snapshot, rebuilding it if an informer changed something."""
+        with self._lock:
+            snapshot, generation = self._snapshot, self._generation
+        if snapshot is not None:
+            return snapshot
+        snapshot = Snapshot.build(
+            self.names,
+            nodes=self.nodes.list(),
+            slices=self.slices.list(),
+            classes=self.classes.list(),
+            claims=self.all_claims(),
+        )
+        with self._lock:
+            # An event that arrived while building may have made it stale already: then it
+            # serves this decision only, and the next one builds afresh.
+            if generation == self._generation:
+                self._snapshot = snapshot
+        return snapshot
+
+    # -- who wants a claim --------------------------------------------------------------------
+
+    def pods_using(self, claim: Object) -> Iterable[Object]:
+        """Return the pods that reference ``claim`` and may still run."""
+        namespace, name = _key(claim)
+        for pod in self.pods.list():
+            if (pod.get("metadata") or {}).get("namespace") != namespace:
+                continue
+            if objects.is_terminal(pod):
+                continue
+            if name in objects.pod_claim_names(pod).values():
+                yield pod
+
+
+def _key(obj: Object) -> tuple[str, str]:
+    metadata = obj.get("metadata") or {}
+    return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")

@@ -1,0 +1,46 @@
+"""``gpushare-dra plan``: choose the cluster, read the workload, plan, return the report."""
+
+from __future__ import annotations
+
+from dra_driver.api import DriverNames, Placement
+from dra_driver.plan.cluster import ClusterObjects
+from dra_driver.plan.errors import PlanInputError
+from dra_driver.plan.inventory import inventory_cluster, read_inventory
+from dra_driver.plan.live import live_cluster
+from dra_driver.plan.planner import make_plan
+from dra_driver.plan.render import render
+from dra_driver.plan.settings import PlanSettings
+from dra_driver.plan.workload import load_workload
+
+
+def _cluster(names: DriverNames, settings: PlanSettings, flags: PlanSettings) -> ClusterObjects:
+    """Return the cluster of ``--inventory`` or ``--kubeconfig``: exactly one of them.
+
+    ``flags`` holds only what the command line gave. A flag beats an environment variable,
+    because KUBECONFIG is often set in a shell for kubectl: ``--inventory x`` with it set
+    plans on the inventory.
+    """
+    inventory, kubeconfig = settings.inventory, settings.kubeconfig
+    if inventory and kubeconfig:
+        if bool(flags.inventory) == bool(flags.kubeconfig):
+            raise PlanInputError("give either --inventory or --kubeconfig, not both")
+        inventory, kubeconfig = flags.inventory, flags.kubeconfig
+    if inventory:
+        return inventory_cluster(names, *read_inventory(inventory))
+    if kubeconfig:
+        return live_cluster(names, kubeconfig)
+    raise PlanInputError("give --inventory FILE|NAME (a fake GPU inventory) or --kubeconfig FILE")
+
+
+def run(names: DriverNames, settings: PlanSettings, flags: PlanSettings) -> str:
+    """Plan and return the report in the chosen format.
+
+    Raise :class:`PlanInputError` for input that cannot be used; a failing API server
+    raises :class:`~dra_driver.k8s.errors.ApiError`.
+    """
+    if settings.workload is None:
+        raise PlanInputError("--workload FILE is required")
+    workload = load_workload(settings.workload)
+    cluster = _cluster(names, settings, flags)
+    policies = list(Placement) if settings.policy == "both" else [Placement(settings.policy)]
+    return render(make_plan(names, cluster, workload, policies), settings.output)

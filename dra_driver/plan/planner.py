@@ -1,0 +1,297 @@
+"""Place a workload's pods one after another with the allocation engine, once per policy.
+
+Each policy starts from its own fresh snapshot of the cluster. Pods are placed in file order,
+as if created in that order and allocated one at a time as the controller does, and every
+allocation is counted before the next pod, so later pods see the capacity taken. A claim
+shared by several pods is allocated for the first of them; the others must go to its node.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import itertools
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from fractions import Fraction
+from typing import Any, Final
+
+from dra_driver.api import DriverNames, Placement
+from dra_driver.controller.engine import (
+    ClaimAllocation,
+    Placed,
+    Policy,
+    Snapshot,
+    Unplaceable,
+    node_selector,
+    place_pod,
+    uses_driver,
+)
+from dra_driver.k8s.quantity import parse_quantity
+from dra_driver.kubeletplugin.slices import CORES, MEMORY, PCI_BUS_ID_ATTRIBUTE
+from dra_driver.plan.cluster import ClusterObjects
+from dra_driver.plan.workload import PlannedPod, PodClaim, Workload
+
+Object = dict[str, Any]
+
+# A plan never runs anything; a fixed stamp keeps its claims (and any report) reproducible.
+ALLOCATION_TIMESTAMP: Final = "1970-01-01T00:00:00Z"
+
+
+class Outcome(enum.StrEnum):
+    """What became of one pod under one policy."""
+
+    PLACED = "placed"
+    PENDING = "pending"
+    """No node has room now; it would wait (and run once capacity is freed or added)."""
+    REFUSED = "refused"
+    """A claim can never be allocated as written; the reason names the field to change."""
+    NOT_OURS = "notOurs"
+    """The pod uses no DeviceClass of this driver."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Share:
+    """One device allocated to one request of a pod's claim."""
+
+    entry: str
+    """The pod's ``spec.resourceClaims`` entry."""
+    claim: str
+    """``namespace/name`` of the claim."""
+    request: str
+    device: str
+    pci_bus_id: str
+    cores: Fraction | None
+    """Consumed capacity; ``None`` when the device is held whole, without a share."""
+    memory: Fraction | None
+
+
+@dataclasses.dataclass(frozen=True)
+class PodPlan:
+    """One pod's fate under one policy."""
+
+    namespace: str
+    name: str
+    owner: str
+    outcome: Outcome
+    node: str | None = None
+    shares: tuple[Share, ...] = ()
+    reason: str | None = None
+    fits_alone: bool | None = None
+    """For a pending pod: whether it would fit on the cluster as it was before the plan, so
+    that only the pods planned before it are in its way (``False``: more or bigger cards are
+    needed, or existing claims must go)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CardUse:
+    """How much of one card the placed pods take."""
+
+    node: str
+    device: str
+    pci_bus_id: str
+    shares: int
+    whole: bool
+    """Held by a claim without a share (a device that is not shareable)."""
+    cores_used: Fraction
+    cores_total: Fraction
+    memory_used: Fraction
+    memory_total: Fraction
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyPlan:
+    """Every pod and every card under one policy."""
+
+    policy: Placement
+    pods: tuple[PodPlan, ...]
+    cards: tuple[CardUse, ...]
+
+    def count(self, outcome: Outcome) -> int:
+        """Return how many pods ended with ``outcome``."""
+        return sum(1 for pod in self.pods if pod.outcome is outcome)
+
+    @property
+    def ours(self) -> int:
+        """Return how many pods use this driver."""
+        return len(self.pods) - self.count(Outcome.NOT_OURS)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The whole report: one :class:`PolicyPlan` per policy, in the order asked for."""
+
+    driver: str
+    cluster: str
+    workload: str
+    problems: tuple[str, ...]
+    """What the engine could not use in the cluster's objects (malformed slices, claims)."""
+    policies: tuple[PolicyPlan, ...]
+
+
+def _sequential_share_ids() -> Callable[[], str]:
+    """Return UUID-shaped share IDs 1, 2, 3, …: a plan must be the same on every run."""
+    counter = itertools.count(1)
+    return lambda: str(uuid.UUID(int=next(counter)))
+
+
+def _class_names(claim: Mapping[str, Any]) -> set[str]:
+    requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+    return {
+        str(entry.get("deviceClassName", ""))
+        for request in requests
+        for entry in [request.get("exactly") or {}, *(request.get("firstAvailable") or [])]
+    }
+
+
+def _is_ours(claim: Object, snapshot: Snapshot) -> bool:
+    """Whether the plan should place the claim.
+
+    A class the cluster lacks counts as ours, so that a misspelt class name is reported by
+    the engine ("device class … does not exist") instead of the pod being skipped.
+    """
+    return uses_driver(claim, snapshot.classes, snapshot.names.driver) or not (
+        _class_names(claim) <= set(snapshot.classes)
+    )
+
+
+def _amount(consumed: Mapping[str, Any], name: str) -> Fraction | None:
+    return parse_quantity(str(consumed[name])) if name in consumed else None
+
+
+def _shares(snapshot: Snapshot, entry: str, allocation: ClaimAllocation) -> list[Share]:
+    shares = []
+    for result in allocation.results:
+        device = snapshot.by_id[(result["driver"], result["pool"], result["device"])]
+        consumed = result.get("consumedCapacity") or {}
+        shares.append(
+            Share(
+                entry=entry,
+                claim=allocation.key,
+                request=str(result["request"]),
+                device=device.name,
+                pci_bus_id=str(device.attributes.get(PCI_BUS_ID_ATTRIBUTE, "")),
+                cores=_amount(consumed, CORES),
+                memory=_amount(consumed, MEMORY),
+            )
+        )
+    return shares
+
+
+def _pod_plan(
+    planned: PlannedPod,
+    outcome: Outcome,
+    *,
+    node: str | None = None,
+    shares: tuple[Share, ...] = (),
+    reason: str | None = None,
+    fits_alone: bool | None = None,
+) -> PodPlan:
+    return PodPlan(
+        planned.namespace, planned.name, planned.owner, outcome, node, shares, reason, fits_alone
+    )
+
+
+class _PolicyRun:
+    """Places the pods of one workload under one policy, on its own snapshot."""
+
+    def __init__(self, snapshot: Snapshot, baseline: Snapshot, policy: Placement) -> None:
+        self.snapshot = snapshot
+        self.baseline = baseline
+        """The cluster before the plan; never changed."""
+        self.policy = policy
+        self._share_id = _sequential_share_ids()
+        self._allocated: dict[str, tuple[str, list[Share]]] = {}
+        """Claims allocated so far, by UID, with their node and shares: a claim shared by
+        several pods is allocated for the first and pins the others to its node."""
+
+    def place(self, planned: PlannedPod) -> PodPlan:
+        """Place one pod and count what it takes."""
+        ours = [c for c in planned.claims if _is_ours(c.claim, self.snapshot)]
+        if not ours:
+            return _pod_plan(planned, Outcome.NOT_OURS)
+        waiting = [c for c in ours if self._uid(c) not in self._allocated]
+        pinned = [
+            node_selector(self._allocated[self._uid(c)][0])
+            for c in ours
+            if self._uid(c) in self._allocated
+        ]
+        policy = Policy.uniform(self.policy)
+        decision = place_pod(
+            self.snapshot,
+            planned.pod,
+            [c.claim for c in waiting],
+            policy,
+            pinned=pinned,
+            share_id=self._share_id,
+        )
+        if isinstance(decision, Unplaceable):
+            if decision.refused:
+                return _pod_plan(planned, Outcome.REFUSED, reason=decision.reason)
+            alone = place_pod(self.baseline, planned.pod, [c.claim for c in ours], policy)
+            fits_alone = isinstance(alone, Placed)
+            return _pod_plan(
+                planned, Outcome.PENDING, reason=decision.reason, fits_alone=fits_alone
+            )
+        by_uid = {self._uid(c): c for c in waiting}
+        for allocation in decision.claims:
+            claim = by_uid[allocation.uid]
+            status = {"allocation": allocation.status(ALLOCATION_TIMESTAMP)}
+            self.snapshot.update_claim({**claim.claim, "status": status})
+            self._allocated[allocation.uid] = (
+                decision.node,
+                _shares(self.snapshot, claim.entry, allocation),
+            )
+        shares = tuple(share for c in ours for share in self._shares_of(c))
+        return _pod_plan(planned, Outcome.PLACED, node=decision.node, shares=shares)
+
+    @staticmethod
+    def _uid(claim: PodClaim) -> str:
+        return str(claim.claim["metadata"]["uid"])
+
+    def _shares_of(self, claim: PodClaim) -> list[Share]:
+        """Return the claim's shares as this pod sees them (a shared claim names its entry)."""
+        _, shares = self._allocated[self._uid(claim)]
+        return [dataclasses.replace(share, entry=claim.entry) for share in shares]
+
+    def cards(self) -> tuple[CardUse, ...]:
+        """Return every card of the cluster with what is allocated on it now."""
+        state = self.snapshot.state
+        cards = []
+        for node in sorted(self.snapshot.devices):
+            for device in self.snapshot.devices[node]:
+                totals = {n: c.value for n, c in device.capacities.items()}
+                whole = device.id in state.exclusive
+                used = totals if whole else state.consumed.get(device.id, {})
+                cards.append(
+                    CardUse(
+                        node=node,
+                        device=device.name,
+                        pci_bus_id=str(device.attributes.get(PCI_BUS_ID_ATTRIBUTE, "")),
+                        shares=state.shares.get(device.id, 0),
+                        whole=whole,
+                        cores_used=used.get(CORES, Fraction(0)),
+                        cores_total=totals.get(CORES, Fraction(0)),
+                        memory_used=used.get(MEMORY, Fraction(0)),
+                        memory_total=totals.get(MEMORY, Fraction(0)),
+                    )
+                )
+        return tuple(cards)
+
+
+def make_plan(
+    names: DriverNames,
+    cluster: ClusterObjects,
+    workload: Workload,
+    policies: Sequence[Placement],
+) -> Plan:
+    """Place ``workload`` on ``cluster`` under each of ``policies``."""
+    cluster = cluster.with_classes(workload.classes)
+    baseline = cluster.snapshot(names)
+    results = []
+    for policy in policies:
+        run = _PolicyRun(cluster.snapshot(names), baseline, policy)
+        pods = tuple(run.place(pod) for pod in workload.pods)
+        results.append(PolicyPlan(policy, pods, run.cards()))
+    problems = tuple(baseline.problems)
+    return Plan(names.driver, cluster.source, workload.source, problems, tuple(results))

@@ -1,0 +1,257 @@
+"""A plan as a table for people (``-o table``) or as a JSON document for tools (``-o json``).
+
+The JSON document (keys camelCase, amounts as Kubernetes quantity strings, absent values
+``null``; fields may be added, never renamed)::
+
+    {"kind": "CapacityPlan", "driver": "<driver name>",
+     "cluster": "built-in inventory qgpu-runbook", "workload": "scenarios.yaml",
+     "problems": ["<what the engine could not use in the cluster's objects>"],
+     "policies": [{
+       "policy": "binpack",
+       "summary": {"pods": 6, "placed": 5, "pending": 1, "refused": 0, "notOurs": 0},
+       "pods": [{"namespace": "default", "name": "infer-0", "owner": "Deployment/infer",
+                 "outcome": "placed|pending|refused|notOurs", "node": "node-1",
+                 "reason": null, "fitsAlone": null,
+                 "shares": [{"entry": "gpu", "claim": "default/infer-0-gpu",
+                             "request": "gpu", "device": "gpu-0",
+                             "pciBusID": "0000:00:08.0", "cores": "40", "memory": "5Gi"}]}],
+       "cards": [{"node": "node-1", "device": "gpu-0", "pciBusID": "0000:00:08.0",
+                  "shares": 2, "whole": false,
+                  "cores": {"used": "80", "total": "100"},
+                  "memory": {"used": "10Gi", "total": "15Gi"}}]}]}
+
+``fitsAlone`` is set for a pending pod only: ``true`` when it would fit on the cluster as it
+was before the plan (the pods planned before it are in its way), ``false`` when it would not
+(the table shows ``NO FIT``). ``cores``/``memory`` of a share are ``null`` when the device is
+held whole, without a share.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from typing import Any, Final
+
+from dra_driver.k8s.quantity import QuantityFormat, format_quantity
+from dra_driver.plan.planner import CardUse, Outcome, Plan, PodPlan, PolicyPlan, Share
+
+Object = dict[str, Any]
+
+WIDTH: Final = 100
+_GAP: Final = "  "
+_POD_CELLS: Final = {
+    Outcome.REFUSED: "REFUSED",
+    Outcome.NOT_OURS: "not ours",
+}
+
+
+def _cores(value: Fraction) -> str:
+    return format_quantity(value)
+
+
+def _memory(value: Fraction) -> str:
+    return format_quantity(value, QuantityFormat.BINARY)
+
+
+def _optional(value: Fraction | None, fmt: Callable[[Fraction], str]) -> str | None:
+    return None if value is None else fmt(value)
+
+
+# -- JSON -----------------------------------------------------------------------------------
+
+
+def _share_json(share: Share) -> Object:
+    return {
+        "entry": share.entry,
+        "claim": share.claim,
+        "request": share.request,
+        "device": share.device,
+        "pciBusID": share.pci_bus_id,
+        "cores": _optional(share.cores, _cores),
+        "memory": _optional(share.memory, _memory),
+    }
+
+
+def _pod_json(pod: PodPlan) -> Object:
+    return {
+        "namespace": pod.namespace,
+        "name": pod.name,
+        "owner": pod.owner,
+        "outcome": pod.outcome.value,
+        "node": pod.node,
+        "reason": pod.reason,
+        "fitsAlone": pod.fits_alone,
+        "shares": [_share_json(share) for share in pod.shares],
+    }
+
+
+def _card_json(card: CardUse) -> Object:
+    return {
+        "node": card.node,
+        "device": card.device,
+        "pciBusID": card.pci_bus_id,
+        "shares": card.shares,
+        "whole": card.whole,
+        "cores": {"used": _cores(card.cores_used), "total": _cores(card.cores_total)},
+        "memory": {"used": _memory(card.memory_used), "total": _memory(card.memory_total)},
+    }
+
+
+def _policy_json(result: PolicyPlan) -> Object:
+    summary: Object = {"pods": len(result.pods)}
+    summary.update({outcome.value: result.count(outcome) for outcome in Outcome})
+    return {
+        "policy": result.policy.value,
+        "summary": summary,
+        "pods": [_pod_json(pod) for pod in result.pods],
+        "cards": [_card_json(card) for card in result.cards],
+    }
+
+
+def render_json(plan: Plan) -> str:
+    """Return the plan as the JSON document described above."""
+    document = {
+        "kind": "CapacityPlan",
+        "driver": plan.driver,
+        "cluster": plan.cluster,
+        "workload": plan.workload,
+        "problems": list(plan.problems),
+        "policies": [_policy_json(result) for result in plan.policies],
+    }
+    return json.dumps(document, indent=2)
+
+
+# -- table ----------------------------------------------------------------------------------
+
+
+def _aligned(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Return the rows with every column padded to its widest cell."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        _GAP.join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+
+
+def _share_cell(share: Share | None) -> str:
+    if share is None:
+        return ""
+    where = f"{share.device} {share.pci_bus_id}".strip()
+    if share.cores is None or share.memory is None:
+        return f"{where} whole"
+    return f"{where} {_cores(share.cores)} cores {_memory(share.memory)}"
+
+
+def _pod_cell(pod: PodPlan) -> str:
+    if pod.node is not None:
+        return pod.node
+    if pod.outcome is Outcome.PENDING:
+        return "PENDING" if pod.fits_alone else "NO FIT"
+    return _POD_CELLS[pod.outcome]
+
+
+def _pod_rows(pods: Sequence[PodPlan]) -> list[list[str]]:
+    """Return a pod's row (its node per policy) and one row per allocated device."""
+    first = pods[0]
+    name = first.name if first.namespace == "default" else f"{first.namespace}/{first.name}"
+    rows = [[name, *map(_pod_cell, pods)]]
+    keys: dict[tuple[str, int], Share] = {}
+    for pod in pods:
+        seen: dict[str, int] = {}
+        for share in pod.shares:
+            index = seen[share.entry] = seen.get(share.entry, -1) + 1
+            keys.setdefault((share.entry, index), share)
+    for (entry, index), share in keys.items():
+        cells = []
+        for pod in pods:
+            mine = [s for s in pod.shares if s.entry == entry]
+            cells.append(_share_cell(mine[index] if index < len(mine) else None))
+        label = entry if share.request == entry else f"{entry} ({share.request})"
+        rows.append([f"  {label}", *cells])
+    return rows
+
+
+def _reasons(pods: Sequence[PodPlan], policies: Sequence[str]) -> list[str]:
+    """Return the wrapped reasons of the policies under which the pod did not land."""
+    by_reason: dict[str, list[str]] = {}
+    for pod, policy in zip(pods, policies, strict=True):
+        if pod.reason:
+            by_reason.setdefault(pod.reason, []).append(policy)
+    lines = []
+    for reason, named in by_reason.items():
+        lines += textwrap.wrap(
+            f"why ({', '.join(named)}): {reason}",
+            width=WIDTH,
+            initial_indent="    ",
+            subsequent_indent="      ",
+            break_on_hyphens=False,
+        )
+    return lines
+
+
+def _card_cell(card: CardUse) -> str:
+    if card.whole:
+        return "used whole"
+    if not card.shares:
+        return "-"
+    return (
+        f"{_cores(card.cores_used)}/{_cores(card.cores_total)} cores "
+        f"{_memory(card.memory_used)}/{_memory(card.memory_total)}"
+    )
+
+
+def _cards(plan: Plan, header: list[str]) -> list[str]:
+    """Return the utilisation of every card some policy uses, and how many none uses."""
+    rows = [["CARD", *header[1:]]]
+    unused = 0
+    for cards in zip(*(result.cards for result in plan.policies), strict=True):
+        if not any(card.whole or card.shares for card in cards):
+            unused += 1
+            continue
+        card = cards[0]
+        rows.append([f"{card.node}/{card.device} {card.pci_bus_id}", *map(_card_cell, cards)])
+    lines = _aligned(rows) if len(rows) > 1 else []
+    if unused:
+        lines.append(f"{unused} card{'s' if unused != 1 else ''} unused under every policy")
+    return lines
+
+
+def summary_line(plan: Plan) -> str:
+    """Return ``placed 5/6 pods (binpack), 6/6 (spread)``, noting pods of other drivers."""
+    counts = [(f"{r.count(Outcome.PLACED)}/{r.ours}", r.policy.value) for r in plan.policies]
+    (first, policy), *rest = counts
+    text = f"placed {first} pods ({policy})" + "".join(f", {n} ({p})" for n, p in rest)
+    others = plan.policies[0].count(Outcome.NOT_OURS)
+    if others == 1:
+        text += f"; 1 pod uses no device of {plan.driver}"
+    elif others:
+        text += f"; {others} pods use no device of {plan.driver}"
+    return text
+
+
+def render_table(plan: Plan) -> str:
+    """Return the plan as a table: pods by policy, then cards by policy, then the summary."""
+    policies = [result.policy.value for result in plan.policies]
+    lines = [f"workload: {plan.workload}", f"cluster:  {plan.cluster} (driver {plan.driver})"]
+    lines += [f"warning: {problem}" for problem in plan.problems]
+    header = ["POD / CLAIM", *(p.upper() for p in policies)]
+    lines.append("")
+    rows: list[list[str]] = [header]
+    breaks: dict[int, list[str]] = {}
+    for pods in zip(*(result.pods for result in plan.policies), strict=True):
+        rows += _pod_rows(pods)
+        breaks[len(rows)] = _reasons(pods, policies)
+    for index, line in enumerate(_aligned(rows), start=1):
+        lines.append(line)
+        lines += breaks.get(index, [])
+    lines.append("")
+    lines += _cards(plan, header)
+    lines += ["", summary_line(plan)]
+    return "\n".join(lines)
+
+
+def render(plan: Plan, output: str) -> str:
+    """Return the plan in ``output`` format: ``table`` or ``json``."""
+    return render_json(plan) if output == "json" else render_table(plan)

@@ -1,0 +1,31 @@
+"""Settings of capacity planning (``gpushare-dra plan``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from dra_driver.nvml.inventory import BUILTIN_INVENTORIES
+from dra_driver.settings import flag
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanSettings:
+    """Capacity planning."""
+
+    inventory: str | None = flag(
+        None,
+        "fake GPU inventory YAML to plan on, or a built-in one: " + ", ".join(BUILTIN_INVENTORIES),
+    )
+    kubeconfig: str | None = flag(
+        None, "plan on the live cluster of this kubeconfig instead (read only)"
+    )
+    workload: Path | None = flag(
+        None,
+        "required: multi-document YAML of Pods, Deployments, StatefulSets, ReplicaSets and "
+        "Jobs with the ResourceClaimTemplates, ResourceClaims and DeviceClasses they use",
+    )
+    policy: str = flag(
+        "both", "placement at every level to plan with", choices=("binpack", "spread", "both")
+    )
+    output: str = flag("table", "output format", choices=("table", "json"), short="-o")

@@ -1,0 +1,283 @@
+"""The controller on the harness: gated pods allocated, ungated, bound and released; faults."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+from controller.kit import NAMES, node, slices_of
+from kubernetes import client
+from prometheus_client import CollectorRegistry
+
+from dra_driver.api.classes import default_device_classes
+from dra_driver.controller.app import Controller
+from dra_driver.controller.settings import ControllerSettings
+from dra_driver.k8s import objects, raw
+from dra_driver.k8s.quantity import parse_quantity
+from dra_driver.nvml.inventory import Inventory
+from dra_driver.testing.cluster import FakeCluster
+
+Object = dict[str, Any]
+GATE = NAMES.scheduling_gate
+
+
+def template(name: str, cores: str | None = None, memory: str | None = None) -> Object:
+    """Return a ResourceClaimTemplate for one share of the default class."""
+    exactly: Object = {"deviceClassName": NAMES.default_device_class}
+    capacity = {k: v for k, v in (("cores", cores), ("memory", memory)) if v}
+    if capacity:
+        exactly["capacity"] = {"requests": capacity}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}},
+    }
+
+
+def gated_pod(name: str, template_name: str, *, gated: bool = True) -> Object:
+    """Return a pod with a claim from ``template_name`` and our gate (as the webhook adds it)."""
+    spec: Object = {
+        "containers": [
+            {"name": "main", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}
+        ],
+        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template_name}],
+    }
+    if gated:
+        spec["schedulingGates"] = [{"name": GATE}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+@contextmanager
+def harness(work_dir: Path, *inventory_nodes: Any) -> Iterator[FakeCluster]:
+    """Start a fake cluster with published slices and the chart's classes, no kubelets."""
+    inventory = Inventory(nodes=tuple(inventory_nodes))
+    with FakeCluster(inventory, work_dir, kubelets=False) as cluster:
+        cluster.apply([*default_device_classes(NAMES), *slices_of(inventory.nodes)])
+        yield cluster
+
+
+@contextmanager
+def running(cluster: FakeCluster, **settings: Any) -> Iterator[Controller]:
+    """Run one controller replica against the cluster."""
+    values = {"leader_elect": False, "resync_seconds": 1.0, **settings}
+    controller = Controller(cluster.api, NAMES, ControllerSettings(**values), CollectorRegistry())
+    controller.start()
+    try:
+        yield controller
+    finally:
+        controller.stop()
+
+
+def read_pod(cluster: FakeCluster, name: str) -> Object:
+    """Read a pod."""
+    return raw.call(client.CoreV1Api(cluster.api).read_namespaced_pod, name, "default")
+
+
+def claims(cluster: FakeCluster) -> list[Object]:
+    """List every claim."""
+    body = raw.call(client.ResourceV1Api(cluster.api).list_resource_claim_for_all_namespaces)
+    return list(body.get("items") or [])
+
+
+def bound(cluster: FakeCluster, name: str) -> Object | None:
+    """Return the pod once it has a node, else None."""
+    pod = read_pod(cluster, name)
+    return pod if pod["spec"].get("nodeName") else None
+
+
+def events_for(cluster: FakeCluster, name: str) -> list[Object]:
+    """List the events about an object."""
+    body = raw.call(client.CoreV1Api(cluster.api).list_namespaced_event, "default")
+    return [e for e in body.get("items") or [] if e["involvedObject"]["name"] == name]
+
+
+def assert_no_overcommit(all_claims: list[Object]) -> None:
+    """Every card's consumed capacity fits, and no claim was allocated twice."""
+    used: dict[tuple[str, str], dict[str, Fraction]] = {}
+    shares: set[str] = set()
+    for claim in all_claims:
+        allocation = (claim.get("status") or {}).get("allocation")
+        if not allocation:
+            continue
+        for result in allocation["devices"]["results"]:
+            assert result["shareID"] not in shares
+            shares.add(result["shareID"])
+            totals = used.setdefault((result["pool"], result["device"]), {})
+            for name, value in result["consumedCapacity"].items():
+                totals[name] = totals.get(name, Fraction(0)) + parse_quantity(value)
+    for device, totals in used.items():
+        assert totals["cores"] <= 100, device
+        assert totals["memory"] <= parse_quantity("16Gi"), device
+
+
+def test_gated_pod_is_allocated_ungated_and_bound(work_dir: Path) -> None:
+    """A gated pod's claim gets our finalizer, an allocation with timestamp; then the gate goes."""
+    with harness(work_dir, node("node-a", 2)) as cluster, running(cluster):
+        cluster.apply([template("share", "30", "5Gi"), gated_pod("p", "share")])
+        pod = cluster.wait_for(lambda: bound(cluster, "p"), "the pod to be bound")
+        assert pod["spec"]["nodeName"] == "node-a"
+        assert not objects.has_scheduling_gate(pod, GATE)
+        (claim,) = claims(cluster)
+        assert NAMES.finalizer in claim["metadata"]["finalizers"]
+        allocation = claim["status"]["allocation"]
+        assert allocation["allocationTimestamp"]
+        (result,) = allocation["devices"]["results"]
+        assert result["consumedCapacity"] == {"cores": "30", "memory": "5Gi"}
+        assert [r["uid"] for r in claim["status"]["reservedFor"]] == [pod["metadata"]["uid"]]
+        assert any(e["reason"] == "Allocated" for e in events_for(cluster, "p"))
+
+
+def test_finished_pod_releases_its_claim(work_dir: Path) -> None:
+    """When the pod ends, the allocation is cleared and our finalizer removed, so the claim goes."""
+    with harness(work_dir, node("node-a", 1)) as cluster, running(cluster):
+        cluster.apply([template("whole"), gated_pod("first", "whole")])
+        pod = cluster.wait_for(lambda: bound(cluster, "first"), "the first pod to be bound")
+        cluster.apply([gated_pod("second", "whole")])
+        cluster.wait_for(
+            lambda: any(e["reason"] == "FailedAllocation" for e in events_for(cluster, "second")),
+            "the second pod's FailedAllocation event",
+        )
+        assert objects.has_scheduling_gate(read_pod(cluster, "second"), GATE)
+        objects.patch_pod_status(client.CoreV1Api(cluster.api), pod, {"phase": "Succeeded"})
+        second = cluster.wait_for(lambda: bound(cluster, "second"), "the second pod to be bound")
+        assert second["spec"]["nodeName"] == "node-a"
+        cluster.wait_for(lambda: len(claims(cluster)) == 1, "the first claim to be deleted")
+
+
+def test_scheduler_allocated_claims_are_counted_and_untouched(work_dir: Path) -> None:
+    """A claim kube-scheduler allocated (ungated pod) is counted, and never gets our finalizer."""
+    with harness(work_dir, node("node-a", 1)) as cluster, running(cluster):
+        cluster.apply([template("whole"), gated_pod("stock", "whole", gated=False)])
+        cluster.wait_for(lambda: bound(cluster, "stock"), "the stock-scheduled pod")
+        cluster.apply([gated_pod("ours", "whole")])
+        cluster.wait_for(
+            lambda: any(e["reason"] == "FailedAllocation" for e in events_for(cluster, "ours")),
+            "FailedAllocation for our pod",
+        )
+        stock = next(
+            c for c in claims(cluster) if c["metadata"]["ownerReferences"][0]["name"] == "stock"
+        )
+        assert NAMES.finalizer not in stock["metadata"]["finalizers"]
+        assert_no_overcommit(claims(cluster))
+
+
+def test_restart_after_crash_between_finalizer_and_allocation_completes_the_claim(
+    work_dir: Path,
+) -> None:
+    """A controller that died after adding its finalizer completes the claim after a restart."""
+    with harness(work_dir, node("node-a", 1)) as cluster:
+        fault = cluster.server.faults.inject(
+            verb="update", resource="resourceclaims/status", status=500, times=1000
+        )
+        with running(cluster):
+            cluster.apply([template("share", "30", "5Gi"), gated_pod("p", "share")])
+            cluster.wait_for(
+                lambda: [
+                    c
+                    for c in claims(cluster)
+                    if NAMES.finalizer in c["metadata"].get("finalizers", [])
+                ],
+                "our finalizer on the claim",
+            )
+            cluster.wait_for(lambda: fault.hits >= 1, "the failing status write")
+        (claim,) = claims(cluster)
+        assert not (claim.get("status") or {}).get("allocation")
+        fault.remove()
+        with running(cluster):
+            pod = cluster.wait_for(lambda: bound(cluster, "p"), "the pod to be bound after restart")
+        (claim,) = claims(cluster)
+        assert claim["status"]["allocation"]["nodeSelector"]
+        assert pod["spec"]["nodeName"] == "node-a"
+
+
+def test_orphaned_finalizer_without_allocation_is_removed(work_dir: Path) -> None:
+    """A claim left with our finalizer but no allocation and no gated pod loses the finalizer."""
+    with harness(work_dir, node("node-a", 1)) as cluster:
+        resource = client.ResourceV1Api(cluster.api)
+        claim = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "orphan", "finalizers": [NAMES.finalizer]},
+            "spec": template("x")["spec"]["spec"],
+        }
+        cluster.apply([claim])
+        with running(cluster):
+            cluster.wait_for(
+                lambda: (
+                    NAMES.finalizer
+                    not in (
+                        raw.call(resource.read_namespaced_resource_claim, "orphan", "default")[
+                            "metadata"
+                        ].get("finalizers")
+                        or []
+                    )
+                ),
+                "the stray finalizer to be removed",
+            )
+
+
+@pytest.mark.timeout(110)
+def test_two_replicas_with_leader_election_never_double_allocate(work_dir: Path) -> None:
+    """200 pods at once, two leader-elected replicas, leader killed midway: no over-commit."""
+    nodes = [node(f"node-{i}", 4) for i in range(6)]
+    with harness(work_dir, *nodes) as cluster:
+        settings = {
+            "leader_elect": True,
+            "leader_election_namespace": "default",
+            "lease_duration": 3,
+            "renew_deadline": 2,
+            "retry_period": 1,
+        }
+        registries = {"a": CollectorRegistry(), "b": CollectorRegistry()}
+        first, second = (
+            Controller(
+                cluster.api,
+                NAMES,
+                ControllerSettings(**settings, leader_election_identity=identity),
+                registries[identity],
+            )
+            for identity in ("a", "b")
+        )
+        first.start()
+        second.start()
+        try:
+            cluster.wait_for(lambda: first.leading or second.leading, "a leader", timeout=15)
+            assert not (first.leading and second.leading)
+            cluster.apply([template("share", "30", "4Gi")])
+            creator = threading.Thread(
+                target=lambda: cluster.apply([gated_pod(f"p{i}", "share") for i in range(200)])
+            )
+            creator.start()
+            cluster.wait_for(
+                lambda: (
+                    sum(bool((c.get("status") or {}).get("allocation")) for c in claims(cluster))
+                    >= 40
+                ),
+                "some allocations",
+                timeout=60,
+            )
+            leader = first if first.leading else second
+            leader.stop()
+            creator.join()
+            # 24 cards x 3 shares of 30 cores = 72 pods fit; the rest wait with a reason.
+            cluster.wait_for(
+                lambda: (
+                    sum(bool((c.get("status") or {}).get("allocation")) for c in claims(cluster))
+                    >= 72
+                ),
+                "every card to be filled",
+                timeout=60,
+            )
+            assert_no_overcommit(claims(cluster))
+            assert (
+                sum(bool((c.get("status") or {}).get("allocation")) for c in claims(cluster)) == 72
+            )
+        finally:
+            first.stop()
+            second.stop()

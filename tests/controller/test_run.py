@@ -1,0 +1,79 @@
+"""The controller process: configuration errors, start, leading, stopping on request."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from controller.kit import NAMES, node
+from controller.test_controller_e2e import bound, gated_pod, harness, template
+
+from dra_driver.controller import run as controller_run
+from dra_driver.controller.settings import ControllerSettings
+from dra_driver.k8s.settings import KubeClientSettings
+from dra_driver.metrics.settings import ObservabilitySettings
+
+NO_METRICS = ObservabilitySettings(metrics_port=-1)
+
+
+def test_missing_kubeconfig_is_a_configuration_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unreadable kubeconfig exits 2 before anything starts."""
+    status = controller_run.run(
+        NAMES,
+        ControllerSettings(),
+        KubeClientSettings(kubeconfig=str(tmp_path / "missing")),
+        NO_METRICS,
+        stop=threading.Event(),
+    )
+    assert status == controller_run.EXIT_CONFIG
+    captured = capsys.readouterr()
+    assert str(tmp_path / "missing") in captured.out + captured.err
+
+
+def test_bad_leader_election_timings_are_a_configuration_error(work_dir: Path) -> None:
+    """A renew deadline longer than the lease is refused with exit 2, not sys.exit deep inside."""
+    with harness(work_dir, node("node-a", 1)) as cluster:
+        status = controller_run.run(
+            NAMES,
+            ControllerSettings(lease_duration=5, renew_deadline=10),
+            KubeClientSettings(kubeconfig=str(cluster.kubeconfig())),
+            NO_METRICS,
+            stop=threading.Event(),
+        )
+    assert status == controller_run.EXIT_CONFIG
+
+
+def test_process_leads_allocates_and_stops_cleanly(work_dir: Path) -> None:
+    """With leader election on, the process takes the Lease, ungates a pod and exits 0 on stop."""
+    with harness(work_dir, node("node-a", 1)) as cluster:
+        stop = threading.Event()
+        statuses: list[int] = []
+        settings = ControllerSettings(
+            leader_election_namespace="default",
+            leader_election_identity="replica-1",
+            lease_duration=3,
+            renew_deadline=2,
+            retry_period=1,
+        )
+        thread = threading.Thread(
+            target=lambda: statuses.append(
+                controller_run.run(
+                    NAMES,
+                    settings,
+                    KubeClientSettings(kubeconfig=str(cluster.kubeconfig())),
+                    NO_METRICS,
+                    stop=stop,
+                )
+            )
+        )
+        thread.start()
+        try:
+            cluster.apply([template("share", "20", "1Gi"), gated_pod("p", "share")])
+            cluster.wait_for(lambda: bound(cluster, "p"), "the pod to be bound", timeout=20)
+        finally:
+            stop.set()
+            thread.join(20)
+        assert statuses == [0]
