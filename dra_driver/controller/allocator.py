@@ -116,11 +116,9 @@ class Allocator:
             self._write(pod, pending, decision)
         elif not ours:
             log.info("allocation.not_ours", reason="no claim uses a DeviceClass of this driver")
-        if not self._writer.remove_gate(
-            pod, self._names.scheduling_gate, lambda: self._view.pods.get(*object_key(pod))
-        ):
+        if not self._writer.remove_gate(pod, self._names.scheduling_gate):
             return
-        self._last_reason.pop(objects.uid(pod), None)
+        self._last_reason.pop(_pod_key(pod), None)
         created = (pod.get("metadata") or {}).get("creationTimestamp")
         if created:
             self._metrics.allocation_latency_seconds.observe(
@@ -153,9 +151,9 @@ class Allocator:
         rolled_back = self._roll_back(ours)
         result = "refused" if decision.refused else "unplaceable"
         self._metrics.allocations.labels(result).inc()
-        uid = objects.uid(pod)
-        if self._last_reason.get(uid) != decision.reason:
-            self._last_reason[uid] = decision.reason
+        key = _pod_key(pod)
+        if self._last_reason.get(key) != decision.reason:
+            self._last_reason[key] = decision.reason
             reason = "InvalidClaim" if decision.refused else "FailedAllocation"
             self._events.record(pod, "Warning", reason, decision.reason)
             log.info("allocation.unplaceable", refused=decision.refused, reason=decision.reason)
@@ -186,11 +184,16 @@ class Allocator:
         return released
 
     def _refuse(self, pod: Object, reason: str) -> None:
-        uid = objects.uid(pod)
-        if self._last_reason.get(uid) != reason:
-            self._last_reason[uid] = reason
+        key = _pod_key(pod)
+        if self._last_reason.get(key) != reason:
+            self._last_reason[key] = reason
             self._events.record(pod, "Warning", "FailedAllocation", reason)
             log.info("allocation.waiting", reason=reason)
+
+
+def _pod_key(pod: Object) -> str:
+    """Key the last reported reason by pod name: a deleted pod's entry is dropped by name."""
+    return "/".join(object_key(pod))
 
 
 def _consumed(result: Object) -> str:

@@ -13,13 +13,12 @@ again. The order of a claim's writes makes every crash point safe (DESIGN.md §5
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from typing import Any, Final
 
 from kubernetes import client
 
-from dra_driver.k8s import raw
-from dra_driver.k8s.errors import ConflictError
+from dra_driver.k8s import objects, raw
+from dra_driver.k8s.errors import ConflictError, NotFoundError
 from dra_driver.k8s.informer import object_key
 
 Object = dict[str, Any]
@@ -76,19 +75,19 @@ class ClaimWriter:
             self._resource.replace_namespaced_resource_claim_status, name, namespace, body
         )
 
-    def remove_gate(self, pod: Object, gate: str, reread: Callable[[], Object | None]) -> bool:
-        """Remove ``gate`` from the pod; return False if the pod is gone.
+    def remove_gate(self, pod: Object, gate: str) -> bool:
+        """Remove ``gate`` from the pod; return whether this call removed it.
 
-        Pods change often (status updates by the kubelet are not ours to lose), so a conflict
-        re-reads the pod and tries again a few times before giving up to the caller's retry.
+        ``pod`` may be a stale cached copy; a conflict re-reads the pod from the API server
+        (status updates by others are not ours to lose) and tries again a few times before
+        leaving the retry to the caller. A pod that is gone, or already ungated, is not an
+        error: someone else got there first.
         """
-        current: Object | None = pod
+        current: Object = pod
         for attempt in range(_GATE_RETRIES):
-            if current is None:
-                return False
             gates = current["spec"].get("schedulingGates") or []
             if not any(g.get("name") == gate for g in gates):
-                return True
+                return False
             body = copy.deepcopy(current)
             body["spec"]["schedulingGates"] = [g for g in gates if g.get("name") != gate]
             namespace, name = object_key(current)
@@ -97,7 +96,14 @@ class ClaimWriter:
             except ConflictError:
                 if attempt == _GATE_RETRIES - 1:
                     raise
-                current = reread()
+                try:
+                    current = raw.call(self._core.read_namespaced_pod, name, namespace)
+                except NotFoundError:
+                    return False
+                if objects.uid(current) != objects.uid(pod):
+                    return False
                 continue
+            except NotFoundError:
+                return False
             return True
-        return True
+        return False

@@ -20,6 +20,7 @@ from dra_driver.controller.settings import ControllerSettings
 from dra_driver.k8s import objects, raw
 from dra_driver.k8s.quantity import parse_quantity
 from dra_driver.nvml.inventory import Inventory
+from dra_driver.structured.allocated import AllocatedState
 from dra_driver.testing.cluster import FakeCluster
 
 Object = dict[str, Any]
@@ -281,3 +282,105 @@ def test_two_replicas_with_leader_election_never_double_allocate(work_dir: Path)
         finally:
             first.stop()
             second.stop()
+
+
+def test_conflicts_and_server_errors_are_retried_until_allocated(work_dir: Path) -> None:
+    """409s and 500s on claim writes are retried; every pod ends allocated and nothing overflows."""
+    with harness(work_dir, node("node-a", 2)) as cluster:
+        faults = cluster.server.faults
+        conflicts = faults.inject(
+            verb="update", resource="resourceclaims/status", status=409, times=5
+        )
+        errors = faults.inject(verb="update", resource="resourceclaims", status=500, times=3)
+        with running(cluster):
+            cluster.apply([template("share", "30", "4Gi")])
+            cluster.apply([gated_pod(f"p{i}", "share") for i in range(6)])
+            for i in range(6):
+                cluster.wait_for(lambda i=i: bound(cluster, f"p{i}"), f"pod p{i} to be bound")
+        assert conflicts.hits == 5
+        assert errors.hits == 3
+        assert_no_overcommit(claims(cluster))
+
+
+def test_expired_watch_relists_and_keeps_allocating(work_dir: Path) -> None:
+    """After the API server compacts history (410 Gone on watch), new pods still get allocated."""
+    with harness(work_dir, node("node-a", 2)) as cluster, running(cluster):
+        cluster.apply([template("share", "30", "4Gi"), gated_pod("before", "share")])
+        cluster.wait_for(lambda: bound(cluster, "before"), "the first pod")
+        cluster.server.compact()
+        faults = cluster.server.faults
+        faults.inject(verb="watch", drop=True, times=5)
+        cluster.apply([gated_pod("after", "share")])
+        cluster.wait_for(lambda: bound(cluster, "after"), "the pod created after compaction")
+
+
+def test_accounting_converges_to_the_api_and_metrics_show_it(work_dir: Path) -> None:
+    """After a burst the accounting equals a rebuild from the API, and /metrics agrees."""
+    with harness(work_dir, node("node-a", 2)) as cluster:
+        registry = CollectorRegistry()
+        controller = Controller(
+            cluster.api,
+            NAMES,
+            ControllerSettings(leader_elect=False, resync_seconds=1.0),
+            registry,
+        )
+        controller.start()
+        try:
+            cluster.apply([template("share", "25", "2Gi")])
+            cluster.apply([gated_pod(f"p{i}", "share") for i in range(5)])
+            for i in range(5):
+                cluster.wait_for(lambda i=i: bound(cluster, f"p{i}"), f"pod p{i}")
+
+            def converged() -> bool:
+                truth = AllocatedState.from_claims(claims(cluster))
+                return controller.view.snapshot().state == truth
+
+            cluster.wait_for(converged, "the accounting to match the API")
+            allocated_cores = sum(
+                registry.get_sample_value(
+                    "gpushare_controller_card_allocated",
+                    {"node": "node-a", "device": device, "capacity": "cores"},
+                )
+                or 0
+                for device in ("gpu-0", "gpu-1")
+            )
+            assert allocated_cores == 125
+            assert (
+                registry.get_sample_value(
+                    "gpushare_controller_allocations_total", {"result": "allocated"}
+                )
+                == 5
+            )
+            assert (
+                registry.get_sample_value("gpushare_controller_allocation_latency_seconds_count")
+                == 5
+            )
+        finally:
+            controller.stop()
+
+
+def test_online_and_offline_shares_share_one_card(work_dir: Path) -> None:
+    """Scenario 5: an online and an offline share land on the one card, each with its memory."""
+    online = template("online", "60", "5Gi")
+    offline = template("offline", "40", "5Gi")
+    online["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = (
+        NAMES.online_device_class
+    )
+    offline["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = (
+        NAMES.offline_device_class
+    )
+    with harness(work_dir, node("node-a", 1)) as cluster, running(cluster):
+        cluster.apply([online, offline, gated_pod("svc", "online"), gated_pod("batch", "offline")])
+        cluster.wait_for(lambda: bound(cluster, "svc"), "the online pod")
+        cluster.wait_for(lambda: bound(cluster, "batch"), "the offline pod")
+        priorities = sorted(
+            entry["opaque"]["parameters"].get("priority")
+            for c in claims(cluster)
+            for entry in c["status"]["allocation"]["devices"]["config"]
+        )
+        assert priorities == ["offline", "online"]
+        memory = [
+            c["status"]["allocation"]["devices"]["results"][0]["consumedCapacity"]["memory"]
+            for c in claims(cluster)
+        ]
+        assert memory == ["5Gi", "5Gi"]
