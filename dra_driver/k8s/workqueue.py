@@ -31,6 +31,8 @@ class WorkQueue(Generic[K]):
         self._processing: set[K] = set()
         self._dirty: set[K] = set()
         self._delayed: list[tuple[float, int, K]] = []
+        self._due: dict[K, float] = {}
+        """When each waiting key is due; heap entries for other times are stale."""
         self._sequence = itertools.count()
         self._failures: dict[K, int] = {}
         self._shutdown = False
@@ -48,9 +50,19 @@ class WorkQueue(Generic[K]):
                 self._cond.notify()
 
     def add_after(self, key: K, delay: float) -> None:
-        """Queue ``key`` once ``delay`` seconds have passed."""
+        """Queue ``key`` once ``delay`` seconds have passed.
+
+        A key waits at most once: a later request that is due sooner moves it earlier, one due
+        later is dropped. Without that, every retry of a key that keeps failing would leave
+        one more timer behind, and a quiet cluster would reconcile it ever more often.
+        """
+        due = self._clock() + delay
         with self._cond:
-            heapq.heappush(self._delayed, (self._clock() + delay, next(self._sequence), key))
+            current = self._due.get(key)
+            if current is not None and current <= due:
+                return
+            self._due[key] = due
+            heapq.heappush(self._delayed, (due, next(self._sequence), key))
             self._cond.notify()
 
     def retry(self, key: K) -> float:
@@ -104,12 +116,15 @@ class WorkQueue(Generic[K]):
 
     def __len__(self) -> int:
         with self._cond:
-            return len(self._queue) + len(self._delayed)
+            return len(self._queue) + len(self._due)
 
     def _promote_due(self) -> None:
         now = self._clock()
         while self._delayed and self._delayed[0][0] <= now:
-            _, _, key = heapq.heappop(self._delayed)
+            due, _, key = heapq.heappop(self._delayed)
+            if self._due.get(key) != due:
+                continue  # superseded by an earlier time for the same key
+            del self._due[key]
             if key in self._processing:
                 self._dirty.add(key)
             elif key not in self._queued:

@@ -86,3 +86,19 @@ def test_concurrent_workers_never_share_a_key() -> None:
     for worker in workers:
         worker.join(5)
     assert overlaps == []
+
+
+def test_a_key_waits_on_one_timer_however_often_it_is_requeued() -> None:
+    """Retrying a key many times leaves one delayed entry, due at the earliest requested time."""
+    now = [0.0]
+    queue: WorkQueue[str] = WorkQueue(clock=lambda: now[0])
+    for delay in (5.0, 3.0, 7.0, 5.0):
+        queue.add_after("pod", delay)
+    assert len(queue) == 1
+    now[0] = 2.9
+    assert queue.get(timeout=0) is None
+    now[0] = 3.0
+    assert queue.get(timeout=0) == "pod"
+    queue.done("pod")
+    now[0] = 10.0
+    assert queue.get(timeout=0) is None
