@@ -19,9 +19,11 @@ from dra_driver.controller.metrics import ControllerMetrics
 from dra_driver.controller.view import ClusterView
 from dra_driver.controller.writes import ClaimWriter
 from dra_driver.k8s import objects
+from dra_driver.k8s.errors import ApiError, ConflictError
 from dra_driver.k8s.events import EventRecorder
 from dra_driver.k8s.informer import object_key
 from dra_driver.k8s.reconcile import Requeue
+from dra_driver.k8s.scheduling import node_selector_matches
 from dra_driver.k8s.timestamps import rfc3339
 from dra_driver.logging import bound, get_logger
 
@@ -116,6 +118,9 @@ class Allocator:
             self._write(pod, pending, decision)
         elif not ours:
             log.info("allocation.not_ours", reason="no claim uses a DeviceClass of this driver")
+        elif not self._pinned_nodes_agree(claims):
+            self._refuse(pod, "the pod's claims are allocated on nodes that do not overlap")
+            return
         if not self._writer.remove_gate(pod, self._names.scheduling_gate):
             return
         self._last_reason.pop(_pod_key(pod), None)
@@ -131,9 +136,9 @@ class Allocator:
         lines = []
         for allocation in decision.claims:
             claim = self._writer.add_finalizer(by_uid[allocation.uid])
-            self._view.assume(claim)
-            written = self._writer.write_allocation(claim, allocation.status(rfc3339()))
-            self._view.assume(written)
+            self._view.assume(claim, in_place=True)
+            written = self._write_allocation(claim, allocation.status(rfc3339()))
+            self._view.assume(written, in_place=True)
             shares = ", ".join(
                 f"{r['request']} -> {r['device']} ({_consumed(r)})" for r in allocation.results
             )
@@ -147,8 +152,37 @@ class Allocator:
         )
         log.info("allocation.allocated", node=decision.node, claims=len(decision.claims))
 
+    def _pinned_nodes_agree(self, claims: list[Object]) -> bool:
+        """Whether some node satisfies every allocated claim's nodeSelector."""
+        selectors = [
+            allocation["nodeSelector"]
+            for c in claims
+            if (allocation := (c.get("status") or {}).get("allocation"))
+            and allocation.get("nodeSelector")
+        ]
+        return not selectors or any(
+            all(node_selector_matches(s, node) for s in selectors)
+            for node in self._view.nodes.list()
+        )
+
+    def _write_allocation(self, claim: Object, allocation: Object) -> Object:
+        """Write the allocation; after an error of unknown outcome, learn what happened.
+
+        A timeout or a 500 may come after the API server stored the write. Counting it as not
+        written could hand its capacity out twice, so the claim is read back first.
+        """
+        try:
+            return self._writer.write_allocation(claim, allocation)
+        except ConflictError:
+            raise
+        except ApiError:
+            current = self._writer.read_claim(claim)
+            if current is not None and (current.get("status") or {}).get("allocation"):
+                return current
+            raise
+
     def _unplaceable(self, pod: Object, ours: list[Object], decision: Unplaceable) -> None:
-        rolled_back = self._roll_back(ours)
+        rolled_back = self._roll_back(pod, ours)
         result = "refused" if decision.refused else "unplaceable"
         self._metrics.allocations.labels(result).inc()
         key = _pod_key(pod)
@@ -161,15 +195,19 @@ class Allocator:
             raise Requeue(0.0, "released a partial allocation; trying all claims afresh")
         raise Requeue(_UNPLACEABLE_RETRY_SECONDS, decision.reason)
 
-    def _roll_back(self, ours: list[Object]) -> bool:
+    def _roll_back(self, pod: Object, ours: list[Object]) -> bool:
         """Release claims we allocated for this pod in an earlier, interrupted attempt.
 
         A crash or conflict between two claims' writes leaves some allocated; the rest must
         then fit on the same node. When they do not, holding the first ones would block the
-        pod forever, so they are released (only unreserved ones, which no pod uses yet).
+        pod forever, so they are released: only unreserved ones that no other pod refers to
+        (a shared claim may already be what another, ungated pod is waiting for).
         """
         released = False
+        uid = objects.uid(pod)
         for claim in ours:
+            if any(objects.uid(other) != uid for other in self._view.pods_using(claim)):
+                continue
             status = claim.get("status") or {}
             finalizers = claim["metadata"].get("finalizers") or []
             if (

@@ -60,7 +60,7 @@ class Controller:
         self._names, self._settings = names, settings
         self.metrics = ControllerMetrics(registry)
         self.view = ClusterView(api_client, names, self._on_change)
-        registry.register(CardCollector(self._current_snapshot))
+        registry.register(CardCollector(self.view.cached_snapshot))
         writer = ClaimWriter(api_client, names.finalizer)
         events = EventRecorder(api_client, COMPONENT)
         allocator = Allocator(
@@ -77,6 +77,11 @@ class Controller:
         self._releases: ReconcileLoop[Key] = ReconcileLoop("release", releaser.reconcile)
         self._leading = threading.Event()
         self._stopping = threading.Event()
+        self._resync_stop = threading.Event()
+        self._term = threading.Lock()
+        """Serialises starting and ending the leader's term."""
+        self._ended = False
+        """Leadership was lost: this object never leads again (the process restarts)."""
         self.lost = threading.Event()
         self._resync: threading.Thread | None = None
         self._elector: LeaderElector | None = None
@@ -110,7 +115,9 @@ class Controller:
         self._stopping.set()
         if self._elector is not None:
             self._elector.stop()
-        self._stop_loops()
+        with self._term:
+            self._ended = True
+            self._stop_loops()
         self.view.stop()
 
     @property
@@ -119,22 +126,33 @@ class Controller:
         return self._leading.is_set()
 
     def _lead(self) -> None:
-        if self._stopping.is_set():
-            return
-        self.view.wait_synced()
-        log.info("controller.leading")
-        self.metrics.is_leader.set(1)
-        self._leading.set()
-        self._allocations.start()
-        self._releases.start()
-        self._resync = threading.Thread(target=self._resync_loop, name="resync", daemon=True)
-        self._resync.start()
+        # Runs in the elector's thread. Leadership can end while the informers sync, so the
+        # term is checked again under the lock before anything starts.
+        while not self.view.wait_synced(timeout=0.2):
+            if self._term_over():
+                return
+        with self._term:
+            if self._term_over():
+                return
+            log.info("controller.leading")
+            self.metrics.is_leader.set(1)
+            self._resync_stop.clear()
+            self._leading.set()
+            self._allocations.start()
+            self._releases.start()
+            self._resync = threading.Thread(target=self._resync_loop, name="resync", daemon=True)
+            self._resync.start()
         self._enqueue_everything()
 
+    def _term_over(self) -> bool:
+        return self._stopping.is_set() or self.lost.is_set() or self._ended
+
     def _lose(self) -> None:
-        if self._leading.is_set():
-            log.warning("controller.leadership_lost")
-        self._stop_loops()
+        with self._term:
+            self._ended = True
+            if self._leading.is_set():
+                log.warning("controller.leadership_lost")
+            self._stop_loops()
         if not self._stopping.is_set():
             self.lost.set()
 
@@ -142,6 +160,7 @@ class Controller:
         self.metrics.is_leader.set(0)
         was_leading = self._leading.is_set()
         self._leading.clear()
+        self._resync_stop.set()
         if was_leading:
             self._allocations.stop()
             self._releases.stop()
@@ -149,13 +168,10 @@ class Controller:
             self._resync.join()
 
     def _resync_loop(self) -> None:
-        while self._leading.is_set() and not self._stopping.wait(self._settings.resync_seconds):
+        while not self._resync_stop.wait(self._settings.resync_seconds):
             self._enqueue_everything()
 
     # -- what to look at when something changes ------------------------------------------
-
-    def _current_snapshot(self) -> Any:  # noqa: ANN401 - Snapshot | None for the collector
-        return self.view.snapshot() if self.view.synced else None
 
     def _enqueue_everything(self) -> None:
         self._enqueue_gated_pods()

@@ -70,14 +70,22 @@ class CardCollector(Collector):
             f"{_PREFIX}_card_free", "Capacity still free on a card (cores or bytes)", labels=labels
         )
         snapshot = self._snapshot()
-        if snapshot is not None:
-            for device in snapshot.by_id.values():
-                available = snapshot.state.free(device.id, device.capacities)
-                whole = device.id in snapshot.state.exclusive
-                for name, capacity in device.capacities.items():
-                    left = 0.0 if whole else float(available[name])
-                    label_values = [device.node, device.name, name]
-                    free.add_metric(label_values, left)
-                    allocated.add_metric(label_values, float(capacity.value) - left)
+        try:
+            if snapshot is not None:
+                self._add(snapshot, allocated, free)
+        except RuntimeError:
+            # The allocating thread changed the snapshot mid-scrape; the next scrape is whole.
+            return
         yield allocated
         yield free
+
+    @staticmethod
+    def _add(snapshot: Snapshot, allocated: GaugeMetricFamily, free: GaugeMetricFamily) -> None:
+        for device in list(snapshot.by_id.values()):
+            available = snapshot.state.free(device.id, device.capacities)
+            whole = device.id in snapshot.state.exclusive
+            for name, capacity in device.capacities.items():
+                left = 0.0 if whole else float(available[name])
+                label_values = [device.node, device.name, name]
+                free.add_metric(label_values, left)
+                allocated.add_metric(label_values, float(capacity.value) - left)

@@ -123,29 +123,32 @@ class ClusterView:
                 merged[key] = claim
         return list(merged.values())
 
-    def assume(self, written: Object) -> None:
+    def assume(self, written: Object, *, in_place: bool = False) -> None:
         """Record a claim we just wrote, so the next decision counts it.
 
-        Only the allocating thread uses the cached snapshot, so only an allocation is applied
-        to it in place; any other write (a release, a finalizer) drops the cache instead,
-        which is safe from any thread.
+        Every write moves the generation on, so a snapshot another thread is building from
+        older informer contents is never cached. ``in_place`` (the allocating thread only:
+        no other thread changes the cached snapshot) applies the write to the cached
+        snapshot and keeps it; any other write drops the cache.
         """
         with self._lock:
             if _version(written) > _version(self.claims.get(*_key(written))):
                 self._assumed[_key(written)] = written
-            snapshot = self._snapshot
-            if snapshot is None:
-                return
-            if (written.get("status") or {}).get("allocation"):
-                snapshot.update_claim(written)
-            elif objects.uid(written) in snapshot.counted:
+            self._generation += 1
+            if in_place and self._snapshot is not None:
+                self._snapshot.update_claim(written)
+            else:
                 self._snapshot = None
-                self._generation += 1
 
     # -- the allocation snapshot ----------------------------------------------------------
 
+    def cached_snapshot(self) -> Snapshot | None:
+        """Return the cached snapshot, never building one (for readers on other threads)."""
+        with self._lock:
+            return self._snapshot
+
     def snapshot(self) -> Snapshot:
-        """Return the current snapshot, rebuilding it if an informer changed something."""
+        """Return the current snapshot, rebuilding it if something changed (allocator only)."""
         with self._lock:
             snapshot, generation = self._snapshot, self._generation
         if snapshot is not None:
@@ -158,8 +161,8 @@ class ClusterView:
             claims=self.all_claims(),
         )
         with self._lock:
-            # An event that arrived while building may have made it stale already: then it
-            # serves this decision only, and the next one builds afresh.
+            # A change while building may have made it stale already: then it serves this
+            # decision only, and the next one builds afresh.
             if generation == self._generation:
                 self._snapshot = snapshot
         return snapshot

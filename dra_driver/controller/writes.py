@@ -18,7 +18,7 @@ from typing import Any, Final
 from kubernetes import client
 
 from dra_driver.k8s import objects, raw
-from dra_driver.k8s.errors import ConflictError, NotFoundError
+from dra_driver.k8s.errors import ApiError, ConflictError, NotFoundError
 from dra_driver.k8s.informer import object_key
 
 Object = dict[str, Any]
@@ -53,6 +53,14 @@ class ClaimWriter:
         body["metadata"]["finalizers"] = finalizers
         namespace, name = claim["metadata"]["namespace"], claim["metadata"]["name"]
         return raw.call(self._resource.replace_namespaced_resource_claim, name, namespace, body)
+
+    def read_claim(self, claim: Object) -> Object | None:
+        """Read the claim afresh from the API server; ``None`` if it is gone or unreadable."""
+        namespace, name = object_key(claim)
+        try:
+            return raw.call(self._resource.read_namespaced_resource_claim, name, namespace)
+        except ApiError:
+            return None
 
     def write_allocation(self, claim: Object, allocation: Object) -> Object:
         """Set ``status.allocation`` (immutable once set: only a cleared claim takes one)."""

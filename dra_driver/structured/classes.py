@@ -1,4 +1,4 @@
-"""Which driver a DeviceClass belongs to.
+"""Which driver a DeviceClass belongs to, and whether a claim asks for one of its classes.
 
 A class belongs to a driver when one of its selectors can only match that driver's devices:
 a top-level ``&&`` term ``device.driver == "<name>"``. That is how every chart writes its
@@ -9,7 +9,7 @@ so no single driver may claim it: kube-scheduler allocates those.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 _DRIVER_TERM: Final = re.compile(r"""device\.driver\s*==\s*(["'])([^"'\\]+)\1""")
@@ -48,13 +48,51 @@ def _unwrap(term: str) -> str:
 
 
 def class_driver(device_class: Mapping[str, Any]) -> str | None:
-    """Return the driver whose devices alone a DeviceClass can select, or ``None``."""
+    """Return the driver whose devices alone a DeviceClass can select, or ``None``.
+
+    A malformed class (the API server would not store one, but a cache may hold anything)
+    belongs to no driver.
+    """
     drivers = set()
-    for selector in (device_class.get("spec") or {}).get("selectors") or []:
-        expression = str((selector.get("cel") or {}).get("expression") or "")
+    spec = device_class.get("spec")
+    selectors = spec.get("selectors") if isinstance(spec, dict) else None
+    for selector in selectors if isinstance(selectors, list) else []:
+        cel = selector.get("cel") if isinstance(selector, dict) else None
+        expression = str(cel.get("expression") or "") if isinstance(cel, dict) else ""
         for term in _top_level_terms(expression):
             match = _DRIVER_TERM.fullmatch(_unwrap(term))
             if match is not None:
                 drivers.add(match[2])
     # Two different driver terms can never both hold: such a class selects nothing at all.
     return drivers.pop() if len(drivers) == 1 else None
+
+
+def device_entries(claim_spec: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+    """Yield ``(field path, result name, entry)`` for every way a claim spec asks for devices.
+
+    An entry is a request's ``exactly`` or one of its ``firstAvailable`` alternatives; its path
+    is relative to ``spec.devices`` (``requests[0].exactly``, ``requests[1].firstAvailable[0]``)
+    and its result name is what an allocation result records (``gpu`` or ``gpu/small``).
+    """
+    for index, request in enumerate((claim_spec.get("devices") or {}).get("requests") or []):
+        name = str(request.get("name", ""))
+        if request.get("exactly") is not None:
+            yield f"requests[{index}].exactly", name, request["exactly"]
+            continue
+        for sub_index, sub in enumerate(request.get("firstAvailable") or []):
+            path = f"requests[{index}].firstAvailable[{sub_index}]"
+            yield path, f"{name}/{sub.get('name', '')}", sub
+
+
+def spec_uses_driver(
+    claim_spec: Mapping[str, Any], classes: Mapping[str, Mapping[str, Any]], driver: str
+) -> bool:
+    """Whether a ResourceClaim spec (or a template's ``spec.spec``) asks for a class of ``driver``.
+
+    Classes missing from ``classes`` count as another driver's: nothing is known about them.
+    """
+    for _, _, entry in device_entries(claim_spec):
+        device_class = classes.get(str(entry.get("deviceClassName", "")))
+        if device_class is not None and class_driver(device_class) == driver:
+            return True
+    return False

@@ -292,7 +292,9 @@ def test_unsupported_cel_function_is_refused_with_the_field():
     snapshot = cluster(node("n", 1))
     refused = unplaceable(snapshot, [claim("a", request(selectors=["device.driver.frobnicate()"]))])
     assert refused.refused
-    assert refused.reason.startswith("spec.devices.requests[0].exactly.selectors[0]: ")
+    assert refused.reason.startswith(
+        "claim default/a: spec.devices.requests[0].exactly.selectors[0]: "
+    )
     assert "frobnicate" in refused.reason
 
 
@@ -311,8 +313,8 @@ def test_missing_device_class_is_refused():
     refused = unplaceable(snapshot, [claim("a", request(device_class="nope.example.com"))])
     assert refused.refused
     assert (
-        refused.reason
-        == "spec.devices.requests[0].exactly: device class nope.example.com does not exist"
+        refused.reason == "claim default/a: spec.devices.requests[0].exactly: "
+        "device class nope.example.com does not exist"
     )
 
 
@@ -555,3 +557,121 @@ def test_status_allocation_has_node_selector_and_timestamp():
     status = placed(snapshot, [claim("a")]).claims[0].status("2026-11-22T10:00:00Z")
     assert status["allocationTimestamp"] == "2026-11-22T10:00:00Z"
     assert status["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["n"]
+
+
+# -- review findings: search cost, malformed objects, messages ------------------------------
+
+
+def test_count_that_fits_nowhere_costs_few_steps_over_many_nodes():
+    """count: 8 on 50 busy 8-card nodes is refused early per node, within a small budget."""
+    nodes = [node(f"n{i:02d}", 8) for i in range(50)]
+    snapshot = cluster(*nodes, node("z-idle", 8))
+    for i in range(50):
+        busy = claim(f"busy{i}", request(cores="10", memory="1Gi"))
+        commit(
+            snapshot,
+            [busy],
+            placed(
+                snapshot,
+                [busy],
+                the_pod=pod(f"b{i}", nodeSelector={"kubernetes.io/hostname": f"n{i:02d}"}),
+            ),
+        )
+    decision = placed(snapshot, [claim("eight", request(count=8))], budget=500)
+    assert decision.node == "z-idle"
+
+
+def test_count_shortage_is_explained():
+    """A count larger than the cards that can take it says how many are needed and free."""
+    snapshot = cluster(node("n", 2))
+    refused = unplaceable(snapshot, [claim("a", request(count=3, cores="10", memory="1Gi"))])
+    assert "gpu: needs 3 cards, 2 can take the share now" in refused.reason
+
+
+def test_first_available_reason_names_the_capacity_problem():
+    """When one alternative never matches and the other lacks room, the reason is the room."""
+    snapshot = cluster(node("n", 1))
+    whole = claim("whole")
+    commit(snapshot, [whole], placed(snapshot, [whole]))
+    c = claim(
+        "a",
+        first_available(
+            "gpu",
+            request("big", selectors=[f'device.attributes["{DRIVER}"].productName == "H100"']),
+            request("small", cores="30", memory="1Gi"),
+        ),
+    )
+    refused = unplaceable(snapshot, [c])
+    assert "no card with 30 cores, 1Gi memory free" in refused.reason
+    assert "closest: n/gpu-0" in refused.reason
+
+
+@pytest.mark.parametrize(
+    "allocation",
+    [
+        {"devices": {"results": "x"}},
+        {"devices": {"results": ["x"]}},
+        {"devices": ["x"]},
+        ["x"],
+        {
+            "devices": {
+                "results": [{"request": "gpu", "driver": DRIVER, "pool": "n", "device": "gpu-0"}],
+                "config": ["x"],
+            }
+        },
+    ],
+)
+def test_a_malformed_allocated_claim_does_not_stop_allocation(allocation):
+    """One claim the API could never have stored is reported, and others still get allocated."""
+    bad = claim("bad")
+    bad["status"] = {"allocation": allocation}
+    snapshot = cluster(node("n", 2), claims=[bad])
+    assert isinstance(place(snapshot, [claim("ok", request(cores="10", memory="1Gi"))]), Placed)
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("spec", "pool", "generation"), "x"),
+        (("spec", "devices"), ["x"]),
+        (("spec", "devices", 0, "taints"), ["x"]),
+        (("spec", "devices", 0, "capacity"), {"cores": "x"}),
+        (("spec", "pool", "resourceSliceCount"), "x"),
+    ],
+)
+def test_a_malformed_slice_is_reported_and_skipped(path, value):
+    """A slice the API could never have stored is a problem, not a crash of every decision."""
+    bad, good = slices_of([node("bad", 1)])[0], slices_of([node("good", 1)])
+    target = bad
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    snapshot = cluster(node("bad", 1), node("good", 1), slices=[bad, *good])
+    assert snapshot.problems
+    assert placed(snapshot, [claim("ok")]).node == "good"
+
+
+@pytest.mark.parametrize(
+    "devices",
+    [
+        {"requests": "x"},
+        {"requests": ["x"]},
+        {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER, "count": "two"}}]},
+        {
+            "requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": DRIVER, "tolerations": ["x"]}}
+            ]
+        },
+        {
+            "requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}],
+            "constraints": ["x"],
+        },
+    ],
+)
+def test_a_malformed_pending_claim_is_refused(devices):
+    """A claim shape the API would not store is refused with a reason, never raised."""
+    bad = claim("bad")
+    bad["spec"]["devices"] = devices
+    refused = unplaceable(cluster(node("n", 1)), [bad])
+    assert refused.refused
+    assert refused.reason.startswith("claim default/bad: ")

@@ -13,9 +13,10 @@ from fractions import Fraction
 from typing import Any
 
 from dra_driver.controller.engine import explain, scoring
-from dra_driver.controller.engine.requests import ClaimRefused, ClaimSpec, parse_claim
+from dra_driver.controller.engine.requests import ClaimRefused, ClaimSpec, claim_key, parse_claim
 from dra_driver.controller.engine.search import (
     DEFAULT_STEP_BUDGET,
+    Budget,
     BudgetExhausted,
     Matcher,
     NodeSearch,
@@ -87,15 +88,15 @@ def place_pod(
     ``nodeSelector``s of its claims that are already allocated (the pod must go where they
     are). The snapshot is not changed: commit a :class:`Placed` result once it is written.
     """
-    try:
-        specs = [parse_claim(claim, snapshot.names, snapshot.classes) for claim in claims]
-    except ClaimRefused as exc:
-        return Unplaceable(str(exc), refused=True)
+    specs = _parse(snapshot, claims)
+    if isinstance(specs, Unplaceable):
+        return specs
     matcher = Matcher(snapshot)
+    steps = Budget(budget)
     reasons: list[str] = []
     closest: tuple[Fraction, str] | None = None
     best: tuple[tuple[object, ...], str, list[Pick]] | None = None
-    for name in sorted(snapshot.nodes):
+    for position, name in enumerate(sorted(snapshot.nodes)):
         node = snapshot.nodes[name]
         reason = node_unfit_reason(dict(pod), node)
         if reason is None and not all(node_selector_matches(s, node) for s in pinned):
@@ -105,12 +106,15 @@ def place_pod(
         if reason is not None:
             reasons.append(reason)
             continue
-        search = NodeSearch(snapshot, matcher, name, specs, policy=policy, budget=budget)
+        search = NodeSearch(snapshot, matcher, name, specs, policy=policy, budget=steps)
         try:
             solution = search.solve()
         except BudgetExhausted:
-            reasons.append(f"search gave up after {budget} steps")
-            continue
+            # The budget is per decision, so a pod whose search explodes cannot hold up the
+            # pods queued behind it; the best node found so far still wins.
+            unsearched = len(snapshot.nodes) - position
+            reasons += [f"not searched: the search gave up after {budget} steps"] * unsearched
+            break
         if solution is None:
             reason, near = _why_not(search, specs)
             reasons.append(reason)
@@ -134,6 +138,21 @@ def place_pod(
     )
 
 
+def _parse(
+    snapshot: Snapshot, claims: Sequence[Mapping[str, Any]]
+) -> list[ClaimSpec] | Unplaceable:
+    specs = []
+    for claim in claims:
+        try:
+            specs.append(parse_claim(claim, snapshot.names, snapshot.classes))
+        except ClaimRefused as exc:
+            return Unplaceable(f"claim {claim_key(claim)}: {exc}", refused=True)
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            # Not a shape the API server stores; refuse it rather than crash the loop.
+            return Unplaceable(f"claim {claim_key(claim)}: malformed spec: {exc!s}", refused=True)
+    return specs
+
+
 def _node_free_after(search: NodeSearch, devices: Sequence[Device]) -> Fraction:
     fractions = []
     for device in devices:
@@ -150,6 +169,7 @@ def _why_not(
     if search.failures:
         label, detail = next(iter(search.failures.items()))
         return f"{label}: {detail}", None
+
     for spec in specs:
         for request in spec.requests:
             near: tuple[Fraction, str] | None = None
@@ -167,6 +187,9 @@ def _why_not(
             else:
                 label = f"claim {spec.key} request {request.name}"
                 return f"{label}: no {text or 'suitable card'}", near
+    if search.shortages:
+        label, detail = next(iter(search.shortages.items()))
+        return f"{label}: {detail}", None
     return "the pod's requests cannot all be satisfied together (constraints or shared cards)", None
 
 

@@ -151,6 +151,9 @@ def _alternative(
     count = int(entry.get("count") or 1)
     if mode == "ExactCount" and count < 1:
         raise ClaimRefused(f"{where}.count: must be at least 1")
+    tolerations = tuple(entry.get("tolerations") or ())
+    if not all(isinstance(t, dict) for t in tolerations):
+        raise ClaimRefused(f"{where}.tolerations: each entry must be an object")
     class_spec = device_class.get("spec") or {}
     class_config = tuple(
         {"source": "FromClass", "requests": [result_name], **config}
@@ -173,7 +176,7 @@ def _alternative(
         all_devices=mode == "All",
         count=count,
         capacity=_capacity(entry, where),
-        tolerations=tuple(entry.get("tolerations") or ()),
+        tolerations=tolerations,
         config=config,
         class_config=class_config,
     )

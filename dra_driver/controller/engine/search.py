@@ -10,7 +10,7 @@ exists, within a step budget that bounds the worst case.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any, Final
 
@@ -30,7 +30,21 @@ _BLOCKING_TAINT_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
 
 
 class BudgetExhausted(Exception):  # noqa: N818 - an outcome, reported as a reason
-    """The search took more steps than allowed on one node."""
+    """The decision took more search steps than allowed."""
+
+
+class Budget:
+    """Search steps left for one decision, shared by every node it looks at."""
+
+    def __init__(self, steps: int = DEFAULT_STEP_BUDGET) -> None:
+        self.limit = steps
+        self._left = steps
+
+    def step(self) -> None:
+        """Spend one step; raise :class:`BudgetExhausted` when none are left."""
+        self._left -= 1
+        if self._left < 0:
+            raise BudgetExhausted
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +131,7 @@ class NodeSearch:
         claims: Sequence[ClaimSpec],
         *,
         policy: scoring.Policy,
-        budget: int = DEFAULT_STEP_BUDGET,
+        budget: Budget,
     ) -> None:
         self._snapshot = snapshot
         self._matcher = matcher
@@ -137,7 +151,9 @@ class NodeSearch:
             for request in claim.requests
         ]
         self.failures: dict[str, str] = {}
-        """Request name (``claim key`` + request) -> why no device suited it on this node."""
+        """Request label -> why no card could ever suit any of its alternatives here."""
+        self.shortages: dict[str, str] = {}
+        """Request label -> why too few cards could take it at this moment."""
 
     # -- availability --------------------------------------------------------------------
 
@@ -223,7 +239,7 @@ class NodeSearch:
     def solve(self) -> tuple[list[Pick], tuple[int, ...]] | None:
         """Return the picks and the alternative index used per request, or ``None``.
 
-        Raise :class:`BudgetExhausted` when the step budget runs out.
+        Raise :class:`BudgetExhausted` when the decision's step budget runs out.
         """
         if self._solve(0):
             return list(self._picks), tuple(self._chosen_alternatives)
@@ -233,20 +249,29 @@ class NodeSearch:
         if at == len(self._requests):
             return True
         claim, label, alternatives = self._requests[at]
+        static: list[str] = []
         for index, alternative in enumerate(alternatives):
-            candidates = self._candidates(label, alternative)
+            candidates, why = self._candidates(alternative)
+            if why is not None:
+                static.append(f"{alternative.name}: {why}")
             self._chosen_alternatives.append(index)
             if alternative.all_devices:
-                found = self._take_all(claim, alternative, candidates, at)
+                found = self._take_all(claim, label, alternative, candidates, at)
             else:
-                found = self._take(claim, alternative, candidates, alternative.count, at)
+                found = self._take_some(claim, label, alternative, candidates, at)
             if found:
                 return True
             self._chosen_alternatives.pop()
+        if len(static) == len(alternatives):
+            # No alternative has a card that could ever suit it here: say why, once.
+            self.failures.setdefault(label, "; ".join(static))
         return False
 
-    def _candidates(self, label: str, alternative: Alternative) -> list[tuple[Device, Any]]:
-        """Devices that suit the request statically, each with its consumption."""
+    def _candidates(self, alternative: Alternative) -> tuple[list[tuple[Device, Any]], str | None]:
+        """Devices that suit the request statically, each with its consumption.
+
+        With none, also say why: the selectors, a taint or the request policy.
+        """
         suitable = []
         reasons: list[str] = []
         for device in self._devices:
@@ -261,23 +286,24 @@ class NodeSearch:
                 reasons.append(f"{device.name}: {exc}")
                 continue
             suitable.append((device, consumed))
-        if not suitable and label:
-            detail = "; ".join(reasons) if reasons else "the node has no device of this driver"
-            self.failures.setdefault(f"{label} ({alternative.name})", detail)
-        return suitable
+        if suitable:
+            return suitable, None
+        return suitable, "; ".join(reasons) or "the node has no device of this driver"
 
     def _ranked(
         self, alternative: Alternative, candidates: list[tuple[Device, Any]]
-    ) -> Iterator[tuple[Device, Any]]:
+    ) -> list[tuple[Device, Any]]:
+        """Candidates that fit now, best first for this share's placement."""
         placement = self._policy.for_share(alternative.config)
         ranked = []
         for device, consumed in candidates:
             free = self.free(device)
-            if free is None:
+            if free is None or not self._fits(device, alternative, consumed):
                 continue
-            after = free if consumed is None else {n: free[n] - consumed[n] for n in free}
             if consumed is None:
                 after = dict.fromkeys(free, Fraction(0))
+            else:
+                after = {n: free[n] - consumed[n] for n in free}
             key = scoring.card_key(
                 placement,
                 alternative.config.priority,
@@ -287,36 +313,53 @@ class NodeSearch:
             )
             ranked.append((key, device, consumed))
         ranked.sort(key=lambda item: item[0])
-        for _, device, consumed in ranked:
-            yield device, consumed
+        return [(device, consumed) for _, device, consumed in ranked]
 
-    def _step(self) -> None:
-        self._budget -= 1
-        if self._budget < 0:
-            raise BudgetExhausted
+    def _take_some(
+        self,
+        claim: int,
+        label: str,
+        alternative: Alternative,
+        candidates: list[tuple[Device, Any]],
+        at: int,
+    ) -> bool:
+        ranked = self._ranked(alternative, candidates)
+        if len(ranked) < alternative.count:
+            self.shortages.setdefault(
+                label,
+                f"{alternative.name}: needs {alternative.count} cards, "
+                f"{len(ranked)} can take the share now",
+            )
+            return False
+        return self._take(claim, alternative, ranked, start=0, remaining=alternative.count, at=at)
 
     def _take(
         self,
         claim: int,
         alternative: Alternative,
-        candidates: list[tuple[Device, Any]],
+        ranked: list[tuple[Device, Any]],
+        *,
+        start: int,
         remaining: int,
         at: int,
     ) -> bool:
+        """Pick ``remaining`` more cards from ``ranked[start:]``, then solve the rest.
+
+        One request never takes a card twice (``count: 2`` means two cards), and the cards it
+        takes do not change how the others rank, so picking in ranked order tries each set of
+        cards once instead of each ordering of it.
+        """
         if remaining == 0:
             return self._solve(at + 1)
-        # One request never takes the same card twice: count 2 means two cards.
-        taken = {
-            p.device.id for p in self._picks[len(self._picks) - (alternative.count - remaining) :]
-        }
-        for device, consumed in self._ranked(alternative, candidates):
-            self._step()
-            if device.id in taken or not self._fits(device, alternative, consumed):
-                continue
+        for index in range(start, len(ranked) - remaining + 1):
+            device, consumed = ranked[index]
+            self._budget.step()
             if not self._constraints_allow(claim, alternative, device):
                 continue
             self._push(Pick(claim, alternative, device, consumed))
-            if self._take(claim, alternative, candidates, remaining - 1, at):
+            if self._take(
+                claim, alternative, ranked, start=index + 1, remaining=remaining - 1, at=at
+            ):
                 return True
             self._pop()
         return False
@@ -324,20 +367,30 @@ class NodeSearch:
     def _take_all(
         self,
         claim: int,
+        label: str,
         alternative: Alternative,
         candidates: list[tuple[Device, Any]],
         at: int,
     ) -> bool:
-        if not candidates or any(
-            d.id[:2] in self._snapshot.incomplete_pools for d, _ in candidates
-        ):
+        if not candidates:
+            return False
+        incomplete = {d.id[1] for d, _ in candidates if d.id[:2] in self._snapshot.incomplete_pools}
+        if incomplete:
+            self.shortages.setdefault(
+                label,
+                f"{alternative.name}: allocationMode All needs every card, but pool "
+                f"{', '.join(sorted(incomplete))} is being updated",
+            )
             return False
         pushed = 0
         for device, consumed in candidates:
-            self._step()
+            self._budget.step()
             if not self._fits(device, alternative, consumed) or not self._constraints_allow(
                 claim, alternative, device
             ):
+                self.shortages.setdefault(
+                    label, f"{alternative.name}: allocationMode All, but {device.name} is full"
+                )
                 break
             self._push(Pick(claim, alternative, device, consumed))
             pushed += 1
@@ -359,7 +412,7 @@ class NodeSearch:
         (``None`` when it is used whole).
         """
         best: tuple[Fraction, Device, dict[str, Fraction], dict[str, Fraction] | None] | None = None
-        for device, consumed in self._candidates("", alternative):
+        for device, consumed in self._candidates(alternative)[0]:
             if self._fits(device, alternative, consumed):
                 return True, None
             wanted = consumed or {n: c.value for n, c in device.capacities.items()}

@@ -130,9 +130,14 @@ class Snapshot:
         Idempotent: the controller calls it after each of its writes, and a claim counted by
         :meth:`build` is never counted twice.
         """
-        uid = str((claim.get("metadata") or {}).get("uid") or "")
+        try:
+            uid = str((claim.get("metadata") or {}).get("uid") or "")
+            allocated = bool((claim.get("status") or {}).get("allocation"))
+        except _MALFORMED as exc:
+            self.problems.append(f"a claim: {exc!s}; not counted")
+            return
         self.remove_claim(uid)
-        if (claim.get("status") or {}).get("allocation"):
+        if allocated:
             self.state.add_claim(claim)
             self._count_priorities(claim, 1)
             self.counted[uid] = claim
@@ -145,20 +150,27 @@ class Snapshot:
             self._count_priorities(counted, -1)
 
     def _count_priorities(self, claim: Object, sign: int) -> None:
-        allocation = (claim.get("status") or {}).get("allocation") or {}
-        devices = allocation.get("devices") or {}
-        for result in devices.get("results") or []:
+        try:
+            allocation = claim["status"]["allocation"]
+            devices = allocation.get("devices") or {}
+            results = list(devices.get("results") or [])
+            configs = list(devices.get("config") or [])
+        except _MALFORMED:
+            return  # AllocatedState reports malformed allocations already
+        for result in results:
+            if not isinstance(result, dict):
+                continue
             device_id = (result.get("driver"), result.get("pool"), result.get("device"))
             if device_id not in self.by_id or result.get("adminAccess"):
                 continue
             try:
                 config = share_config(
-                    devices.get("config") or [],
+                    configs,
                     self.names,
                     str(result.get("request", "")),
                     path="status.allocation.devices.config",
                 )
-            except ConfigError:
+            except (ConfigError, *_MALFORMED):
                 # The kubelet plugin refuses such a claim; it still holds its capacity.
                 config = share_config([], self.names, "", path="")
             counts = self.priorities.setdefault(device_id, {})
@@ -166,56 +178,97 @@ class Snapshot:
             counts[priority] = counts.get(priority, 0) + sign
 
 
+_MALFORMED = (TypeError, ValueError, KeyError, AttributeError)
+"""What reading a malformed object raises; such an object is skipped, never fatal."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Slice:
+    name: str
+    node: str
+    pool: str
+    generation: int
+    count: int
+    devices: tuple[Object, ...]
+
+
+def _read_slice(driver: str, slice_: Object) -> _Slice | None:
+    """Return the parts of one of our node-local slices, or ``None`` for another driver's."""
+    spec = slice_["spec"]
+    if spec.get("driver") != driver:
+        return None
+    name = str(slice_["metadata"]["name"])
+    if not spec.get("nodeName"):
+        raise ValueError("not node-local")
+    pool = spec["pool"]
+    devices = spec.get("devices") or []
+    if not isinstance(devices, list) or not all(isinstance(d, dict) for d in devices):
+        raise TypeError("spec.devices is not a list of objects")
+    return _Slice(
+        name=name,
+        node=str(spec["nodeName"]),
+        pool=str(pool["name"]),
+        generation=int(pool.get("generation") or 0),
+        count=int(pool.get("resourceSliceCount") or 1),
+        devices=tuple(devices),
+    )
+
+
+def _device(driver: str, node: str, pool: str, raw: Object) -> Device:
+    taints = tuple(raw.get("taints") or ())
+    if not all(isinstance(taint, dict) for taint in taints):
+        raise TypeError("taints are not objects")
+    return Device(
+        id=(driver, pool, str(raw["name"])),
+        node=node,
+        capacities=parse_capacities(raw),
+        shareable=bool(raw.get("allowMultipleAllocations")),
+        attributes=qualified_attributes(driver, raw),
+        taints=taints,
+        variable=cel.device_variable(driver, raw),
+    )
+
+
 def _devices(
     driver: str, slices: list[Object], problems: list[str]
 ) -> tuple[list[Device], set[tuple[str, str]]]:
-    """Our node-local devices at each pool's newest generation, and the incomplete pools."""
+    """Our node-local devices at each pool's newest generation, and the incomplete pools.
+
+    A malformed slice or device is left out and reported; it never hides the others.
+    """
+    ours: list[_Slice] = []
+    for index, slice_ in enumerate(slices):
+        try:
+            read = _read_slice(driver, slice_)
+        except _MALFORMED as exc:
+            problems.append(f"ResourceSlice #{index}: {exc!s}; ignored")
+            continue
+        if read is not None:
+            ours.append(read)
     newest: dict[tuple[str, str], int] = {}
-    ours = []
-    for slice_ in slices:
-        spec = slice_.get("spec") or {}
-        if spec.get("driver") != driver:
-            continue
-        if not spec.get("nodeName"):
-            problems.append(f"ResourceSlice {slice_['metadata']['name']}: not node-local; ignored")
-            continue
-        pool = spec.get("pool") or {}
-        key = (str(spec["nodeName"]), str(pool.get("name", "")))
-        newest[key] = max(newest.get(key, 0), int(pool.get("generation") or 0))
-        ours.append(slice_)
+    for read in ours:
+        key = (read.node, read.pool)
+        newest[key] = max(newest.get(key, 0), read.generation)
     counts: dict[tuple[str, str], int] = {}
     expected: dict[tuple[str, str], int] = {}
     devices: list[Device] = []
     seen: set[DeviceId] = set()
-    for slice_ in sorted(ours, key=lambda s: str(s["metadata"]["name"])):
-        spec = slice_["spec"]
-        pool = spec.get("pool") or {}
-        key = (str(spec["nodeName"]), str(pool.get("name", "")))
-        if int(pool.get("generation") or 0) != newest[key]:
+    for read in sorted(ours, key=lambda r: r.name):
+        key = (read.node, read.pool)
+        if read.generation != newest[key]:
             continue
         counts[key] = counts.get(key, 0) + 1
-        expected[key] = int(pool.get("resourceSliceCount") or 1)
-        for raw in spec.get("devices") or []:
-            device_id = (driver, key[1], str(raw.get("name", "")))
-            if device_id in seen:
-                problems.append(f"pool {key[1]}: device {device_id[2]} is listed twice; ignored")
-                continue
-            seen.add(device_id)
+        expected[key] = read.count
+        for raw in read.devices:
             try:
-                capacities = parse_capacities(raw)
-            except ValueError as exc:
-                problems.append(f"pool {key[1]} device {device_id[2]}: {exc}; ignored")
+                device = _device(driver, read.node, read.pool, raw)
+            except _MALFORMED as exc:
+                problems.append(f"ResourceSlice {read.name}: device {raw.get('name')}: {exc!s}")
                 continue
-            devices.append(
-                Device(
-                    id=device_id,
-                    node=key[0],
-                    capacities=capacities,
-                    shareable=bool(raw.get("allowMultipleAllocations")),
-                    attributes=qualified_attributes(driver, raw),
-                    taints=tuple(raw.get("taints") or ()),
-                    variable=cel.device_variable(driver, raw),
-                )
-            )
+            if device.id in seen:
+                problems.append(f"pool {read.pool}: device {device.name} is listed twice")
+                continue
+            seen.add(device.id)
+            devices.append(device)
     incomplete = {key for key, count in counts.items() if count < expected[key]}
     return devices, {(driver, pool) for _, pool in incomplete}

@@ -1,0 +1,189 @@
+"""A controller harness for exact interleavings: real ClusterView, Allocator and Releaser.
+
+The informer caches are filled by hand and a fake writer stores claims like the API server
+(resourceVersion checks), so a test decides exactly when each write becomes visible to the
+informers (``Server.deliver``): the watch lag that real races depend on.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from typing import Any
+
+from controller.kit import NAMES, slices_of
+from kubernetes import client
+from prometheus_client import CollectorRegistry
+
+from dra_driver.api.classes import default_device_classes
+from dra_driver.controller.allocator import Allocator
+from dra_driver.controller.engine import Policy
+from dra_driver.controller.metrics import ControllerMetrics
+from dra_driver.controller.releaser import Releaser
+from dra_driver.controller.view import ClusterView
+from dra_driver.k8s.errors import ConflictError
+from dra_driver.k8s.informer import object_key
+from dra_driver.nvml.inventory import NodeInventory
+from dra_driver.testing.cluster import node_object
+
+Object = dict[str, Any]
+_versions = itertools.count(100)
+
+
+class Events:
+    """Records events instead of writing them."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str, str]] = []
+
+    def record(self, obj: Object, kind: str, reason: str, message: str) -> None:
+        """Keep (object name, reason, message)."""
+        del kind
+        self.items.append((obj["metadata"]["name"], reason, message))
+
+
+class Server:
+    """The authoritative store and a ClaimWriter; ``deliver`` feeds pending events to informers."""
+
+    def __init__(self, view: ClusterView, finalizer: str) -> None:
+        self.view, self.finalizer = view, finalizer
+        self.objs: dict[tuple[str, str, str], Object] = {}
+        self.pending: list[tuple[str, Object]] = []
+
+    def put(self, kind: str, obj: Object, *, deliver: bool = True) -> Object:
+        """Store an object with a new resourceVersion; deliver it to the informers now or later."""
+        obj = copy.deepcopy(obj)
+        obj.setdefault("metadata", {})["resourceVersion"] = str(next(_versions))
+        self.objs[(kind, *object_key(obj))] = obj
+        self.pending.append((kind, obj))
+        if deliver:
+            self.deliver()
+        return copy.deepcopy(obj)
+
+    def deliver(self) -> None:
+        """Deliver every pending change, as a watch would after its lag."""
+        todo, self.pending = self.pending, []
+        for kind, obj in todo:
+            informer = getattr(self.view, kind)
+            with informer._lock:
+                informer._cache[object_key(obj)] = obj
+            self.view._changed(kind, "MODIFIED", obj)
+
+    def _current(self, kind: str, body: Object) -> Object:
+        current = self.objs[(kind, *object_key(body))]
+        if current["metadata"]["resourceVersion"] != body["metadata"]["resourceVersion"]:
+            raise ConflictError("the object has been modified")
+        return copy.deepcopy(current)
+
+    def add_finalizer(self, claim: Object) -> Object:
+        """ClaimWriter.add_finalizer."""
+        finalizers = list(claim["metadata"].get("finalizers") or [])
+        if self.finalizer in finalizers:
+            return claim
+        return self._finalizers(claim, [*finalizers, self.finalizer])
+
+    def remove_finalizer(self, claim: Object) -> Object:
+        """ClaimWriter.remove_finalizer."""
+        finalizers = list(claim["metadata"].get("finalizers") or [])
+        if self.finalizer not in finalizers:
+            return claim
+        return self._finalizers(claim, [f for f in finalizers if f != self.finalizer])
+
+    def _finalizers(self, claim: Object, finalizers: list[str]) -> Object:
+        current = self._current("claims", claim)
+        current["metadata"]["finalizers"] = finalizers
+        return self.put("claims", current, deliver=False)
+
+    def write_allocation(self, claim: Object, allocation: Object) -> Object:
+        """ClaimWriter.write_allocation."""
+        current = self._current("claims", claim)
+        current.setdefault("status", {})["allocation"] = allocation
+        return self.put("claims", current, deliver=False)
+
+    def clear_allocation(self, claim: Object) -> Object:
+        """ClaimWriter.clear_allocation."""
+        current = self._current("claims", claim)
+        status = current.get("status") or {}
+        current["status"] = {k: v for k, v in status.items() if k != "allocation"}
+        return self.put("claims", current, deliver=False)
+
+    def read_claim(self, claim: Object) -> Object | None:
+        """ClaimWriter.read_claim."""
+        return copy.deepcopy(self.objs.get(("claims", *object_key(claim))))
+
+    def remove_gate(self, pod: Object, gate: str) -> bool:
+        """ClaimWriter.remove_gate."""
+        current = copy.deepcopy(self.objs[("pods", *object_key(pod))])
+        gates = current["spec"].get("schedulingGates") or []
+        if not any(g["name"] == gate for g in gates):
+            return False
+        current["spec"]["schedulingGates"] = [g for g in gates if g["name"] != gate]
+        self.put("pods", current, deliver=False)
+        return True
+
+    def claims(self) -> list[Object]:
+        """Every stored claim."""
+        return [obj for (kind, *_), obj in self.objs.items() if kind == "claims"]
+
+    def nodes_of_claims(self) -> dict[str, str]:
+        """Claim name -> the node its allocation pins it to."""
+        nodes = {}
+        for claim in self.claims():
+            allocation = (claim.get("status") or {}).get("allocation")
+            if allocation:
+                term = allocation["nodeSelector"]["nodeSelectorTerms"][0]
+                nodes[claim["metadata"]["name"]] = term["matchFields"][0]["values"][0]
+        return nodes
+
+
+def make(*nodes: NodeInventory) -> tuple[ClusterView, Server, Allocator, Releaser, Events]:
+    """Build a view over hand-fed caches, a Server, and the controller's two reconcilers."""
+    view = ClusterView(client.ApiClient(), NAMES, lambda *_: None)
+    for informer in view._informers:
+        informer._synced.set()
+    server = Server(view, NAMES.finalizer)
+    for inventory in nodes:
+        server.put("nodes", node_object(inventory))
+    for slice_ in slices_of(nodes):
+        server.put("slices", slice_)
+    for device_class in default_device_classes(NAMES):
+        server.put("classes", device_class)
+    metrics = ControllerMetrics(CollectorRegistry())
+    events = Events()
+    allocator = Allocator(
+        NAMES,
+        view,
+        writer=server,
+        events=events,
+        metrics=metrics,
+        policy=Policy(),  # type: ignore[arg-type]
+    )
+    releaser = Releaser(NAMES, view, server, metrics, NAMES.scheduling_gate)  # type: ignore[arg-type]
+    return view, server, allocator, releaser, events
+
+
+def claim_obj(name: str, cores: str | None = None, memory: str | None = None) -> Object:
+    """Return a claim for one share of the default class (no request: a whole card)."""
+    exactly: Object = {"deviceClassName": NAMES.default_device_class}
+    capacity = {k: v for k, v in (("cores", cores), ("memory", memory)) if v}
+    if capacity:
+        exactly["capacity"] = {"requests": capacity}
+    return {
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
+    }
+
+
+def pod_obj(name: str, *claims: str) -> Object:
+    """Return a gated pod using the named claims."""
+    return {
+        "metadata": {"name": name, "namespace": "default", "uid": f"pod-{name}"},
+        "spec": {
+            "containers": [{"name": "c", "image": "x"}],
+            "resourceClaims": [
+                {"name": f"c{i}", "resourceClaimName": claim} for i, claim in enumerate(claims)
+            ],
+            "schedulingGates": [{"name": NAMES.scheduling_gate}],
+        },
+        "status": {"phase": "Pending"},
+    }

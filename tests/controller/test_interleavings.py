@@ -1,0 +1,107 @@
+"""Exact interleavings of the controller's threads and the watch lag (found in review)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+
+import pytest
+from controller.interleave import claim_obj, make, pod_obj
+from controller.kit import NAMES, node
+from kubernetes import client
+from prometheus_client import CollectorRegistry
+
+from dra_driver.controller.app import Controller
+from dra_driver.controller.engine import Snapshot
+from dra_driver.controller.settings import ControllerSettings
+from dra_driver.k8s.reconcile import Requeue
+from dra_driver.structured.allocated import AllocatedState
+
+
+def over_committed(claims: list[dict]) -> dict:
+    """Return the cards whose cores exceed 100."""
+    state = AllocatedState.from_claims(claims)
+    return {device: used for device, used in state.consumed.items() if used.get("cores", 0) > 100}
+
+
+def test_a_snapshot_built_while_we_write_is_not_cached(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build on another thread that misses our write must not become the cached snapshot."""
+    view, server, allocator, _, _ = make(node("n", 1))
+    server.put("claims", claim_obj("a"))
+    server.put("claims", claim_obj("b"))
+    server.put("pods", pod_obj("pa", "a"))
+    server.put("pods", pod_obj("pb", "b"))
+    original = Snapshot.build.__func__  # type: ignore[attr-defined]
+    during_build = [lambda: allocator.reconcile(("default", "pa"))]
+
+    def build(cls, *args, **kwargs):
+        snapshot = original(cls, *args, **kwargs)
+        if during_build:
+            during_build.pop()()  # the allocator writes while this (scrape) build is stale
+        return snapshot
+
+    monkeypatch.setattr(Snapshot, "build", classmethod(build))
+    view.snapshot()
+    with pytest.raises(Requeue):
+        allocator.reconcile(("default", "pb"))  # the watch has not delivered pa's claim yet
+    assert not over_committed(server.claims())
+
+
+def test_rollback_keeps_a_shared_claim_another_pod_waits_for() -> None:
+    """A partial allocation is rolled back only if no other pod refers to the claim."""
+    _, server, allocator, _, _ = make(node("n1", 1), node("n2", 2))
+    for claim in (claim_obj("shared", "30", "1Gi"), claim_obj("d1", "30", "1Gi"), claim_obj("d2")):
+        server.put("claims", claim)
+    server.put("pods", pod_obj("p1", "shared", "d1"))
+    server.put("pods", pod_obj("p2", "shared", "d2"))
+    allocator.reconcile(("default", "p1"))
+    server.deliver()
+    for _ in range(3):
+        with contextlib.suppress(Requeue):
+            allocator.reconcile(("default", "p2"))
+        server.deliver()
+    placed = server.nodes_of_claims()
+    assert placed["shared"] == placed["d1"] == "n1"
+    assert "d2" not in placed
+
+
+def test_leadership_lost_while_syncing_never_starts_the_loops() -> None:
+    """If the Lease is lost before the informers sync, the loops never start."""
+    controller = Controller(
+        client.ApiClient(), NAMES, ControllerSettings(leader_elect=True), CollectorRegistry()
+    )
+    synced = threading.Event()
+    controller.view.wait_synced = lambda timeout=None: synced.wait(timeout)  # type: ignore[method-assign]
+    leading = threading.Thread(target=controller._lead)
+    leading.start()
+    time.sleep(0.1)
+    controller._lose()
+    synced.set()
+    leading.join(2)
+    workers = [
+        t.name
+        for t in threading.enumerate()
+        if t.name.startswith(("allocate", "release", "resync"))
+    ]
+    assert controller.lost.is_set()
+    assert not controller.leading
+    assert workers == []
+
+
+def test_losing_leadership_does_not_wait_for_the_resync_period() -> None:
+    """Ending a term stops the resync thread at once, not after its sleep."""
+    controller = Controller(
+        client.ApiClient(),
+        NAMES,
+        ControllerSettings(leader_elect=True, resync_seconds=30.0),
+        CollectorRegistry(),
+    )
+    controller.view.wait_synced = lambda **_: True  # type: ignore[method-assign]
+    controller._lead()
+    assert controller.leading
+    done = threading.Thread(target=controller._lose)
+    done.start()
+    done.join(5)
+    assert not done.is_alive()
+    assert controller.lost.is_set()
