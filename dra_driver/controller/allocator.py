@@ -14,7 +14,14 @@ from datetime import datetime
 from typing import Any, Final
 
 from dra_driver.api import DriverNames
-from dra_driver.controller.engine import Placed, Policy, Unplaceable, place_pod, uses_driver
+from dra_driver.controller.engine import (
+    Placed,
+    Policy,
+    Unplaceable,
+    class_names,
+    place_pod,
+    uses_driver,
+)
 from dra_driver.controller.metrics import ControllerMetrics
 from dra_driver.controller.view import ClusterView
 from dra_driver.controller.writes import ClaimWriter
@@ -97,6 +104,12 @@ class Allocator:
 
     def _allocate(self, pod: Object, claims: list[Object]) -> None:
         classes = self._view.snapshot().classes
+        missing = sorted({name for c in claims for name in class_names(c)} - set(classes))
+        if missing:
+            # The webhook gated the pod for a class of ours that is not here (yet, or any
+            # more): ungating would hand the claim to kube-scheduler, and our policy is lost.
+            self._refuse(pod, f"waiting for DeviceClass {', '.join(missing)} to exist")
+            raise Requeue(_UNPLACEABLE_RETRY_SECONDS, "missing DeviceClass")
         ours = [c for c in claims if uses_driver(c, classes, self._names.driver)]
         pending = [c for c in ours if not (c.get("status") or {}).get("allocation")]
         if any(objects.is_deleting(c) for c in pending):

@@ -105,3 +105,20 @@ def test_losing_leadership_does_not_wait_for_the_resync_period() -> None:
     done.join(5)
     assert not done.is_alive()
     assert controller.lost.is_set()
+
+
+def test_a_gated_pod_waits_for_a_missing_device_class() -> None:
+    """A gated pod whose class does not exist stays gated with a reason instead of going stock."""
+    _, server, allocator, _, events = make(node("n", 1))
+    missing = claim_obj("c")
+    missing["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = (
+        "late.gpushare.dra.dev"
+    )
+    server.put("claims", missing)
+    server.put("pods", pod_obj("p", "c"))
+    with pytest.raises(Requeue):
+        allocator.reconcile(("default", "p"))
+    assert server.objs[("pods", "default", "p")]["spec"]["schedulingGates"]
+    assert events.items == [
+        ("p", "FailedAllocation", "waiting for DeviceClass late.gpushare.dra.dev to exist")
+    ]

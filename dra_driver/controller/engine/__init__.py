@@ -7,7 +7,7 @@ from dra_driver.controller.engine.place import (
     node_selector,
     place_pod,
 )
-from dra_driver.controller.engine.requests import claim_key, uses_driver
+from dra_driver.controller.engine.requests import claim_key, class_names, uses_driver
 from dra_driver.controller.engine.scoring import Policy
 from dra_driver.controller.engine.snapshot import Device, Snapshot
 
@@ -19,6 +19,7 @@ __all__ = [
     "Snapshot",
     "Unplaceable",
     "claim_key",
+    "class_names",
     "node_selector",
     "place_pod",
     "uses_driver",

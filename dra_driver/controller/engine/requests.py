@@ -91,14 +91,23 @@ def claim_key(claim: Mapping[str, Any]) -> str:
     return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
 
 
+def class_names(claim: Mapping[str, Any]) -> set[str]:
+    """Return the DeviceClass names the claim's requests and alternatives ask for."""
+    names = set()
+    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+        if not isinstance(request, dict):
+            continue
+        for entry in [request.get("exactly") or {}, *(request.get("firstAvailable") or [])]:
+            if isinstance(entry, dict) and entry.get("deviceClassName"):
+                names.add(str(entry["deviceClassName"]))
+    return names
+
+
 def uses_driver(claim: Mapping[str, Any], classes: Mapping[str, Object], driver: str) -> bool:
     """Whether any request of the claim asks for a DeviceClass of ``driver``."""
-    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
-        for entry in [request.get("exactly") or {}, *(request.get("firstAvailable") or [])]:
-            device_class = classes.get(str(entry.get("deviceClassName", "")))
-            if device_class is not None and class_driver(device_class) == driver:
-                return True
-    return False
+    return any(
+        name in classes and class_driver(classes[name]) == driver for name in class_names(claim)
+    )
 
 
 def _selectors(entries: Sequence[Object], where: str) -> tuple[cel.Selector, ...]:
