@@ -75,13 +75,16 @@ def device_entries(claim_spec: Mapping[str, Any]) -> Iterator[tuple[str, str, Ma
     and its result name is what an allocation result records (``gpu`` or ``gpu/small``).
     """
     for index, request in enumerate((claim_spec.get("devices") or {}).get("requests") or []):
+        if not isinstance(request, dict):
+            continue  # not a shape the API server stores; whoever validates says so
         name = str(request.get("name", ""))
-        if request.get("exactly") is not None:
+        if isinstance(request.get("exactly"), dict):
             yield f"requests[{index}].exactly", name, request["exactly"]
             continue
         for sub_index, sub in enumerate(request.get("firstAvailable") or []):
-            path = f"requests[{index}].firstAvailable[{sub_index}]"
-            yield path, f"{name}/{sub.get('name', '')}", sub
+            if isinstance(sub, dict):
+                path = f"requests[{index}].firstAvailable[{sub_index}]"
+                yield path, f"{name}/{sub.get('name', '')}", sub
 
 
 def spec_uses_driver(

@@ -13,14 +13,13 @@ from fractions import Fraction
 from typing import Any
 
 from dra_driver.controller.engine import explain, scoring
+from dra_driver.controller.engine.matching import Matcher, Pick
 from dra_driver.controller.engine.requests import ClaimRefused, ClaimSpec, claim_key, parse_claim
 from dra_driver.controller.engine.search import (
     DEFAULT_STEP_BUDGET,
     Budget,
     BudgetExhausted,
-    Matcher,
     NodeSearch,
-    Pick,
 )
 from dra_driver.controller.engine.snapshot import Device, Snapshot
 from dra_driver.k8s.scheduling import node_selector_matches, node_unfit_reason

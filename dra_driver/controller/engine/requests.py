@@ -19,7 +19,7 @@ from dra_driver.api import (
 )
 from dra_driver.k8s.quantity import QuantityError, parse_quantity
 from dra_driver.structured import cel
-from dra_driver.structured.classes import class_driver
+from dra_driver.structured.classes import class_driver, device_entries, spec_uses_driver
 from dra_driver.structured.config import applies_to, share_config
 
 Object = dict[str, Any]
@@ -93,21 +93,16 @@ def claim_key(claim: Mapping[str, Any]) -> str:
 
 def class_names(claim: Mapping[str, Any]) -> set[str]:
     """Return the DeviceClass names the claim's requests and alternatives ask for."""
-    names = set()
-    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
-        if not isinstance(request, dict):
-            continue
-        for entry in [request.get("exactly") or {}, *(request.get("firstAvailable") or [])]:
-            if isinstance(entry, dict) and entry.get("deviceClassName"):
-                names.add(str(entry["deviceClassName"]))
-    return names
+    return {
+        str(entry["deviceClassName"])
+        for _, _, entry in device_entries(claim.get("spec") or {})
+        if entry.get("deviceClassName")
+    }
 
 
 def uses_driver(claim: Mapping[str, Any], classes: Mapping[str, Object], driver: str) -> bool:
     """Whether any request of the claim asks for a DeviceClass of ``driver``."""
-    return any(
-        name in classes and class_driver(classes[name]) == driver for name in class_names(claim)
-    )
+    return spec_uses_driver(claim.get("spec") or {}, classes, driver)
 
 
 def _selectors(entries: Sequence[Object], where: str) -> tuple[cel.Selector, ...]:

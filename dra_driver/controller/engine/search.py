@@ -9,19 +9,17 @@ exists, within a step budget that bounds the worst case.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, Final
 
 from dra_driver.api import Priority
 from dra_driver.controller.engine import explain, scoring
+from dra_driver.controller.engine.matching import Matcher, Pick
 from dra_driver.controller.engine.requests import Alternative, ClaimSpec, Constraint
 from dra_driver.controller.engine.snapshot import Device, Snapshot
-from dra_driver.k8s.scheduling import tolerates
-from dra_driver.structured import cel
 from dra_driver.structured.allocated import DeviceId
-from dra_driver.structured.consumable import CapacityRejected, consumed_capacity, format_consumed
+from dra_driver.structured.consumable import CapacityRejected
 
 Object = dict[str, Any]
 
@@ -45,79 +43,6 @@ class Budget:
         self._left -= 1
         if self._left < 0:
             raise BudgetExhausted
-
-
-@dataclasses.dataclass(frozen=True)
-class Pick:
-    """One device chosen for one request."""
-
-    claim: int
-    alternative: Alternative
-    device: Device
-    consumed: dict[str, Fraction] | None
-    """Capacity taken; ``None`` for a device that is not shareable (used whole, no share)."""
-
-    def result(self, share_id: Callable[[], str]) -> Object:
-        """Return the ``DeviceRequestAllocationResult`` of this pick."""
-        driver, pool, device = self.device.id
-        result: Object = {
-            "request": self.alternative.name,
-            "driver": driver,
-            "pool": pool,
-            "device": device,
-        }
-        if self.alternative.tolerations:
-            result["tolerations"] = [dict(t) for t in self.alternative.tolerations]
-        if self.consumed is not None:
-            result["shareID"] = share_id()
-            result["consumedCapacity"] = format_consumed(self.device.capacities, self.consumed)
-        return result
-
-
-class Matcher:
-    """Static device checks (selectors, taints, request policy), memoized per snapshot."""
-
-    def __init__(self, snapshot: Snapshot) -> None:
-        self._snapshot = snapshot
-        self._selector_cache: dict[tuple[str, DeviceId], str | None] = {}
-
-    def selector_failure(self, selectors: Sequence[cel.Selector], device: Device) -> str | None:
-        """Return why the device fails a selector (a runtime error counts), or ``None``."""
-        for selector in selectors:
-            key = (selector.expression, device.id)
-            if key not in self._selector_cache:
-                try:
-                    ok = selector.matches(device.variable)
-                    self._selector_cache[key] = None if ok else "does not match the selectors"
-                except cel.CelEvaluationError as exc:
-                    self._selector_cache[key] = str(exc)
-            failure = self._selector_cache[key]
-            if failure is not None:
-                return failure
-        return None
-
-    @staticmethod
-    def taint_failure(alternative: Alternative, device: Device) -> str | None:
-        """Return the first device taint the request does not tolerate, or ``None``."""
-        for taint in device.taints:
-            if taint.get("effect") in _BLOCKING_TAINT_EFFECTS and not any(
-                tolerates(t, taint) for t in alternative.tolerations
-            ):
-                return f"has untolerated taint {taint.get('key')}={taint.get('value', '')}"
-        return None
-
-    @staticmethod
-    def consumption(alternative: Alternative, device: Device) -> dict[str, Fraction] | None:
-        """Return what one share takes from the device, or ``None`` if it takes it whole.
-
-        Raise :class:`CapacityRejected` when the request does not fit the device's policy.
-        """
-        consumed = consumed_capacity(device.capacities, alternative.capacity)
-        if not device.shareable:
-            return None
-        if alternative.exclusive:
-            return {name: capacity.value for name, capacity in device.capacities.items()}
-        return consumed
 
 
 class NodeSearch:
