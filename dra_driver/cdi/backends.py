@@ -109,8 +109,80 @@ class CardLimit:
         return f"card {self.ordinal} ({self.card.uuid})"
 
 
+def _reason(backend: Backend, field: str, value: str, why: str) -> str:
+    return f"backend {quote(backend)}: {field} {quote(value)}: {why}"
+
+
 def _refuse(backend: Backend, field: str, value: str, why: str) -> UnsupportedPolicyError:
-    return UnsupportedPolicyError(f"backend {quote(backend)}: {field} {quote(value)}: {why}")
+    return UnsupportedPolicyError(_reason(backend, field, value, why))
+
+
+# Why a fixed-share limit of 0 cores cannot be enforced, per backend that enforces cores.
+_ZERO_CORES: Final = {
+    Backend.HAMI_CORE: "HAMi-core reads CUDA_DEVICE_SM_LIMIT 0 as no limit",
+    Backend.MPS: "a 0% active thread percentage leaves the client no SMs",
+}
+
+
+def unsupported_policy(
+    backend: Backend,
+    isolation: Isolation,
+    *,
+    cores: Sequence[tuple[str, int]] = (),
+    cards: int = 0,
+) -> str | None:
+    """Return why ``backend`` cannot enforce ``isolation`` for these shares, or ``None``.
+
+    ``cores`` pairs a name for each share's limit (a card in the container, or a request)
+    with its cores; ``cards`` is how many cards the container gets. The kubelet plugin passes
+    the claim's per-card limits, the admission webhook each request before any card is chosen,
+    so both refuse with the same words. Checks that depend on which cards shares land on stay
+    with the backend's edits.
+    """
+    if backend is Backend.MPS and isolation is Isolation.BURST_SHARE:
+        return _reason(
+            backend,
+            "isolation",
+            isolation,
+            "the MPS active thread percentage is a hard cap and cannot lend idle compute; use "
+            f"isolation {quote(Isolation.FIXED_SHARE)} or {quote(Isolation.BEST_EFFORT)}, or "
+            f"backend {quote(Backend.HAMI_CORE)}",
+        )
+    if backend is Backend.HAMI_CORE and cards > HAMI_MAX_CARDS:
+        return _reason(
+            backend,
+            "cards",
+            str(cards),
+            f"HAMi-core limits at most {HAMI_MAX_CARDS} cards per container "
+            f"(CUDA_DEVICE_MAX_COUNT); request at most {HAMI_MAX_CARDS} cards, or use backend "
+            f"{quote(Backend.NONE)}",
+        )
+    why = _ZERO_CORES.get(backend)
+    if why is None or isolation is not Isolation.FIXED_SHARE:
+        return None
+    for name, share_cores in cores:
+        if share_cores == 0:
+            return _reason(
+                backend,
+                "isolation",
+                isolation,
+                f"{name} has 0 cores, and {why}; request at least 1 core, or use isolation "
+                f"{quote(Isolation.BEST_EFFORT)}",
+            )
+    return None
+
+
+def _refuse_unsupported(
+    backend: Backend, config: EffectiveConfig, limits: Sequence[CardLimit]
+) -> None:
+    problem = unsupported_policy(
+        backend,
+        config.isolation,
+        cores=[(limit.describe(), limit.cores) for limit in limits],
+        cards=len(limits),
+    )
+    if problem is not None:
+        raise UnsupportedPolicyError(problem)
 
 
 def _check_share(share: CardShare) -> None:
@@ -203,39 +275,11 @@ def common_edits(
     )
 
 
-def _refuse_zero_cores(
-    backend: Backend, config: EffectiveConfig, limits: Sequence[CardLimit], why: str
-) -> None:
-    if config.isolation is not Isolation.FIXED_SHARE:
-        return
-    for limit in limits:
-        if limit.cores == 0:
-            raise _refuse(
-                backend,
-                "isolation",
-                config.isolation,
-                f"{limit.describe()} has 0 cores, and {why}; request at least 1 core, or use "
-                f"isolation {quote(Isolation.BEST_EFFORT)}",
-            )
-
-
 def hami_core_edits(
     limits: Sequence[CardLimit], config: EffectiveConfig, host: HostPaths
 ) -> ContainerEdits:
     """Return HAMi-core's ``libvgpu.so`` env contract and mounts (prior-art §1.1 and §1.2)."""
-    backend = Backend.HAMI_CORE
-    if len(limits) > HAMI_MAX_CARDS:
-        raise _refuse(
-            backend,
-            "cards",
-            str(len(limits)),
-            f"HAMi-core limits at most {HAMI_MAX_CARDS} cards per container "
-            f"(CUDA_DEVICE_MAX_COUNT); request at most {HAMI_MAX_CARDS} cards, or use backend "
-            f"{quote(Backend.NONE)}",
-        )
-    _refuse_zero_cores(
-        backend, config, limits, "HAMi-core reads CUDA_DEVICE_SM_LIMIT 0 as no limit"
-    )
+    _refuse_unsupported(Backend.HAMI_CORE, config, limits)
     env: list[str] = []
     for limit in limits:
         env.append(f"CUDA_DEVICE_MEMORY_LIMIT_{limit.ordinal}={limit.memory_mib}m")
@@ -263,18 +307,7 @@ def mps_edits(
 ) -> ContainerEdits:
     """Return the NVIDIA MPS client env: pipe directory, memory, thread share, priority."""
     backend = Backend.MPS
-    if config.isolation is Isolation.BURST_SHARE:
-        raise _refuse(
-            backend,
-            "isolation",
-            config.isolation,
-            "the MPS active thread percentage is a hard cap and cannot lend idle compute; use "
-            f"isolation {quote(Isolation.FIXED_SHARE)} or {quote(Isolation.BEST_EFFORT)}, or "
-            f"backend {quote(Backend.HAMI_CORE)}",
-        )
-    _refuse_zero_cores(
-        backend, config, limits, "a 0% active thread percentage leaves the client no SMs"
-    )
+    _refuse_unsupported(backend, config, limits)
     memory = ",".join(f"{limit.ordinal}={limit.memory_mib}M" for limit in limits)
     env = [f"CUDA_MPS_PIPE_DIRECTORY={MPS_PIPE_DIR}", f"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT={memory}"]
     if config.isolation is Isolation.FIXED_SHARE:

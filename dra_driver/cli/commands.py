@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import platform
 import sys
-from collections.abc import Callable
 from importlib import metadata
 from typing import TYPE_CHECKING, Final
 
@@ -22,30 +21,17 @@ from dra_driver.plan import command as plan_command
 from dra_driver.plan.errors import PlanInputError
 from dra_driver.plan.settings import PlanSettings
 from dra_driver.settings import OutputSettings
+from dra_driver.webhook import run as webhook_run
+from dra_driver.webhook.settings import WebhookSettings
 
 if TYPE_CHECKING:
     from dra_driver.cli.main import Invocation
 
-EXIT_NOT_IMPLEMENTED: Final = 1
 EXIT_FAILURE: Final = 1
 EXIT_USAGE: Final = 2
 
 # Runtime libraries whose versions matter when reporting a bug.
 _REPORTED_DISTRIBUTIONS: Final = ("kubernetes", "grpcio", "protobuf", "nvidia-ml-py", "structlog")
-
-
-def not_implemented(what: str) -> Callable[[Invocation], int]:
-    """Make a subcommand for a component not in this version yet: it says so and fails."""
-
-    def run(invocation: Invocation) -> int:
-        print(  # noqa: T201
-            f"gpushare-dra {invocation.command}: {what} is not implemented in version "
-            f"{__version__} yet",
-            file=sys.stderr,
-        )
-        return EXIT_NOT_IMPLEMENTED
-
-    return run
 
 
 def simulate_preview(invocation: Invocation) -> int:
@@ -99,10 +85,37 @@ def kubelet_plugin(invocation: Invocation) -> int:
 
 
 def controller(invocation: Invocation) -> int:
-    """Run the allocation controller until SIGTERM (or until it loses its Lease)."""
-    return controller_run.run(
+    """Run the allocation controller until SIGTERM (or until it loses its Lease).
+
+    With ``--webhook-enabled`` the process serves the admission webhook too, started first so
+    that pods are gated from the moment this replica runs.
+    """
+    kube = invocation.settings(KubeClientSettings)
+    webhook_settings = invocation.settings(WebhookSettings)
+    hosted = None
+    if webhook_settings.webhook_enabled:
+        try:
+            hosted = webhook_run.serve(invocation.names, webhook_settings, kube)
+        except webhook_run.WebhookConfigError as exc:
+            print(f"gpushare-dra controller: error: webhook: {exc}", file=sys.stderr)  # noqa: T201
+            return EXIT_USAGE
+    try:
+        return controller_run.run(
+            invocation.names,
+            invocation.settings(ControllerSettings),
+            kube,
+            invocation.settings(ObservabilitySettings),
+        )
+    finally:
+        if hosted is not None:
+            hosted.stop()
+
+
+def webhook(invocation: Invocation) -> int:
+    """Run the admission webhook until SIGTERM."""
+    return webhook_run.run(
         invocation.names,
-        invocation.settings(ControllerSettings),
+        invocation.settings(WebhookSettings),
         invocation.settings(KubeClientSettings),
         invocation.settings(ObservabilitySettings),
     )

@@ -56,7 +56,7 @@ COMMANDS: Final = (
     Command(
         "controller",
         "allocate ResourceClaims of the driver's DeviceClasses (Deployment, leader-elected)",
-        (ControllerSettings, KubeClientSettings, ObservabilitySettings),
+        (ControllerSettings, KubeClientSettings, ObservabilitySettings, WebhookSettings),
         commands.controller,
     ),
     Command(
@@ -69,7 +69,7 @@ COMMANDS: Final = (
         "webhook",
         "validate GPU share requests and gate pods for the controller (admission webhook)",
         (WebhookSettings, KubeClientSettings, ObservabilitySettings),
-        commands.not_implemented("the admission webhook"),
+        commands.webhook,
     ),
     Command(
         "simulate",

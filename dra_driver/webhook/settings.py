@@ -1,4 +1,4 @@
-"""Settings of the admission webhook (``gpushare-dra webhook``)."""
+"""Settings of the admission webhook (``gpushare-dra webhook``, or hosted by the controller)."""
 
 from __future__ import annotations
 
@@ -17,3 +17,8 @@ class WebhookSettings:
         Path("/etc/gpushare/tls/tls.crt"), "serving certificate, reloaded when it changes"
     )
     tls_key_file: Path = flag(Path("/etc/gpushare/tls/tls.key"), "private key of the certificate")
+    webhook_enabled: bool = flag(
+        False,
+        "controller only: also serve the admission webhook in this process "
+        "(gpushare-dra webhook always serves it)",
+    )

@@ -91,13 +91,37 @@ def test_component_settings_are_checked_before_running(capsys: pytest.CaptureFix
     )
 
 
-@pytest.mark.parametrize("command", ["webhook"])
-def test_unimplemented_components_say_so_and_fail(
-    command: str, capsys: pytest.CaptureFixture[str]
+def _kubeconfig(directory: Path) -> Path:
+    path = directory / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {}}]\n"
+    )
+    return path
+
+
+def test_webhook_without_a_certificate_is_a_configuration_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A component not in this version exits non-zero with a message instead of pretending."""
-    assert main([command], environ={}) == 1
-    assert "is not implemented in version" in capsys.readouterr().err
+    """gpushare-dra webhook exits 2 naming the certificate file when it cannot be read."""
+    cert = tmp_path / "missing.crt"
+    argv = ["webhook", "--kubeconfig", str(_kubeconfig(tmp_path)), "--tls-cert-file", str(cert)]
+    assert main(argv, environ={}) == 2
+    captured = capsys.readouterr()
+    assert str(cert) in captured.out + captured.err
+
+
+def test_controller_with_webhook_enabled_refuses_a_missing_certificate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--webhook-enabled makes the controller start the webhook first, and fail fast without it."""
+    cert = tmp_path / "none.crt"
+    argv = ["controller", "--webhook-enabled", "--tls-cert-file", str(cert)]
+    assert main([*argv, "--kubeconfig", str(_kubeconfig(tmp_path))], environ={}) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gpushare-dra controller: error: webhook: ")
+    assert str(cert) in err
 
 
 def test_simulate_preview_succeeds(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,181 @@
+"""From an AdmissionReview body to the HTTP answer: the webhook's decisions, without any I/O.
+
+``/validate`` judges ResourceClaims and ResourceClaimTemplates at creation (their spec is
+immutable, so an update never needs judging, and the controller's own finalizer updates never
+wait for this webhook); ``/mutate`` gates pods at creation. The cluster's state comes through
+:class:`Cluster`, which the informer cache implements and tests fake.
+
+Anything that is not a decision is not a 200: a malformed review is a 400, a review before the
+cache is synced a 503, a bug a 500. kube-apiserver then applies the webhook's
+``failurePolicy`` instead of a denial the user could not act on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any, Final, Protocol
+
+from dra_driver.api import DriverNames
+from dra_driver.logging import get_logger
+from dra_driver.webhook import review
+from dra_driver.webhook.capacity import Limits
+from dra_driver.webhook.claims import validate_claim_spec
+from dra_driver.webhook.pods import cached_or_fetched, gate_patch
+from dra_driver.webhook.review import AdmissionRequest, MalformedReviewError
+
+Object = Mapping[str, Any]
+
+log = get_logger(__name__)
+
+RESOURCE_GROUP: Final = "resource.k8s.io"
+RESOURCE_VERSION: Final = "v1"
+_CREATE: Final = "CREATE"
+
+
+class Cluster(Protocol):
+    """What deciding needs to know about the cluster."""
+
+    @property
+    def synced(self) -> bool:
+        """Whether every cache holds a complete list."""
+
+    def device_classes(self) -> Mapping[str, Object]:
+        """Return every DeviceClass by name."""
+
+    def limits(self) -> Limits:
+        """Return what the published cards allow."""
+
+    def template(self, namespace: str, name: str) -> Object | None:
+        """Return a cached ResourceClaimTemplate."""
+
+    def claim(self, namespace: str, name: str) -> Object | None:
+        """Return a cached ResourceClaim."""
+
+    def fetch_template(self, namespace: str, name: str) -> Object | None:
+        """Read a ResourceClaimTemplate from the API server; ``None`` if it cannot be read."""
+
+    def fetch_claim(self, namespace: str, name: str) -> Object | None:
+        """Read a ResourceClaim from the API server; ``None`` if it cannot be read."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The HTTP answer and how to count it.
+
+    ``result`` is ``allowed``, ``denied``, ``patched``, ``malformed``, ``unavailable`` or
+    ``error``; ``kind`` is the reviewed object's kind (empty when the review is unreadable).
+    """
+
+    status: int
+    body: bytes
+    kind: str
+    result: str
+
+    @property
+    def content_type(self) -> str:
+        """JSON for an AdmissionReview, plain text for the error bodies."""
+        if self.status == HTTPStatus.OK:
+            return "application/json"
+        return "text/plain; charset=utf-8"
+
+
+Decide = Callable[[AdmissionRequest], tuple[bytes, str]]
+
+
+class Admission:
+    """Decides reviews for one driver against one cluster."""
+
+    def __init__(self, names: DriverNames, cluster: Cluster) -> None:
+        self._names = names
+        self._cluster = cluster
+
+    def validate(self, body: bytes) -> Outcome:
+        """Answer a validating review of a ResourceClaim or ResourceClaimTemplate."""
+        return self._answer(body, self._validate)
+
+    def mutate(self, body: bytes) -> Outcome:
+        """Answer a mutating review of a pod."""
+        return self._answer(body, self._mutate)
+
+    def _answer(self, body: bytes, decide: Decide) -> Outcome:
+        try:
+            request = review.parse_review(body)
+        except MalformedReviewError as exc:
+            return _failure(HTTPStatus.BAD_REQUEST, f"malformed AdmissionReview: {exc}", "")
+        if not self._cluster.synced:
+            return _failure(
+                HTTPStatus.SERVICE_UNAVAILABLE,
+                "the webhook's cache is not synced yet",
+                request.kind,
+            )
+        try:
+            answer, result = decide(request)
+        except Exception:  # a bug must cost one review, never the server
+            log.exception("webhook.review_failed", kind=request.kind, uid=request.uid)
+            return _failure(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error", request.kind)
+        return Outcome(HTTPStatus.OK, answer, request.kind, result)
+
+    def _validate(self, request: AdmissionRequest) -> tuple[bytes, str]:
+        obj = request.object
+        spec_path = {"ResourceClaim": "spec", "ResourceClaimTemplate": "spec.spec"}.get(
+            request.kind
+        )
+        if (
+            request.operation != _CREATE
+            or obj is None
+            or spec_path is None
+            or (request.group, request.version) != (RESOURCE_GROUP, RESOURCE_VERSION)
+        ):
+            return review.allowed(request.uid), "allowed"
+        spec = obj.get("spec") or {}
+        if spec_path == "spec.spec":
+            spec = spec.get("spec") or {}
+        errors = validate_claim_spec(
+            spec,
+            path=spec_path,
+            names=self._names,
+            classes=self._cluster.device_classes(),
+            limits=self._cluster.limits(),
+        )
+        if not errors:
+            return review.allowed(request.uid), "allowed"
+        log.info(
+            "webhook.denied",
+            kind=request.kind,
+            namespace=request.namespace,
+            name=request.name,
+            errors=len(errors),
+        )
+        return review.denied(request.uid, errors), "denied"
+
+    def _mutate(self, request: AdmissionRequest) -> tuple[bytes, str]:
+        pod = request.object
+        if (
+            request.operation != _CREATE
+            or pod is None
+            or (request.group, request.kind) != ("", "Pod")
+        ):
+            return review.allowed(request.uid), "allowed"
+        cluster = self._cluster
+        patch = gate_patch(
+            pod,
+            names=self._names,
+            classes=cluster.device_classes(),
+            templates=cached_or_fetched(cluster.template, cluster.fetch_template),
+            claims=cached_or_fetched(cluster.claim, cluster.fetch_claim),
+            namespace=request.namespace,
+        )
+        if not patch:
+            return review.allowed(request.uid), "allowed"
+        log.info("webhook.gated", namespace=request.namespace, name=request.name)
+        return review.patched(request.uid, patch), "patched"
+
+
+def _failure(status: HTTPStatus, message: str, kind: str) -> Outcome:
+    result = {
+        HTTPStatus.BAD_REQUEST: "malformed",
+        HTTPStatus.SERVICE_UNAVAILABLE: "unavailable",
+    }.get(status, "error")
+    return Outcome(int(status), f"{message}\n".encode(), kind, result)

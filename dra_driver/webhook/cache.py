@@ -1,0 +1,126 @@
+"""The webhook's view of the cluster: informers for classes, templates, claims and our slices.
+
+Reviews are answered from these caches, so a decision costs no API call. A pod created right
+after its template can reach the webhook before the template's watch event does; for that
+case the template (or claim) is read from the API server, with a short timeout so the answer
+still comes well inside the webhook's own timeout.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from kubernetes import client
+
+from dra_driver.api import DriverNames
+from dra_driver.k8s import raw
+from dra_driver.k8s.errors import ApiError, NotFoundError
+from dra_driver.k8s.informer import EventType, Informer
+from dra_driver.logging import get_logger
+from dra_driver.webhook.capacity import Limits, limits_from_slices
+
+Object = dict[str, Any]
+
+log = get_logger(__name__)
+
+# Seconds a live GET may take; the chart gives kube-apiserver a 5 s webhook timeout.
+LIVE_READ_TIMEOUT: Final = 2.0
+
+
+class ClusterCache:
+    """Implements :class:`~dra_driver.webhook.admission.Cluster` on informers."""
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        names: DriverNames,
+        *,
+        live_read_timeout: float = LIVE_READ_TIMEOUT,
+    ) -> None:
+        resource = client.ResourceV1Api(api_client)
+        self._resource = resource
+        self._timeout = live_read_timeout
+        self._lock = threading.Lock()
+        self._limits: Limits | None = None
+        self._slice_changes = 0
+        self.classes = Informer(resource.list_device_class, name="webhook-classes")
+        self.templates = Informer(
+            resource.list_resource_claim_template_for_all_namespaces, name="webhook-templates"
+        )
+        self.claims = Informer(
+            resource.list_resource_claim_for_all_namespaces, name="webhook-claims"
+        )
+        self.slices = Informer(
+            resource.list_resource_slice,
+            name="webhook-slices",
+            handler=self._slices_changed,
+            field_selector=f"spec.driver={names.driver}",
+        )
+        self._informers = (self.classes, self.templates, self.claims, self.slices)
+
+    def start(self) -> None:
+        """Start every informer."""
+        for informer in self._informers:
+            informer.start()
+
+    def stop(self) -> None:
+        """Stop every informer."""
+        for informer in self._informers:
+            informer.stop()
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        """Wait until every informer has listed once."""
+        return all(informer.wait_synced(timeout) for informer in self._informers)
+
+    @property
+    def synced(self) -> bool:
+        """Whether every informer has listed once (the webhook's readiness)."""
+        return all(informer.synced for informer in self._informers)
+
+    def device_classes(self) -> Mapping[str, Object]:
+        """Return every DeviceClass by name."""
+        return {str(c["metadata"]["name"]): c for c in self.classes.list()}
+
+    def limits(self) -> Limits:
+        """Return what our published cards allow, recomputed only after a slice changed."""
+        with self._lock:
+            limits, changes = self._limits, self._slice_changes
+        if limits is None:
+            limits = limits_from_slices(self.slices.list())
+            with self._lock:
+                # Kept only if no slice changed meanwhile; otherwise the next call recomputes.
+                if self._slice_changes == changes:
+                    self._limits = limits
+        return limits
+
+    def _slices_changed(self, kind: EventType, obj: Object) -> None:  # noqa: ARG002 - any change
+        with self._lock:
+            self._limits = None
+            self._slice_changes += 1
+
+    def template(self, namespace: str, name: str) -> Object | None:
+        """Return a cached ResourceClaimTemplate."""
+        return self.templates.get(namespace, name)
+
+    def claim(self, namespace: str, name: str) -> Object | None:
+        """Return a cached ResourceClaim."""
+        return self.claims.get(namespace, name)
+
+    def fetch_template(self, namespace: str, name: str) -> Object | None:
+        """Read a ResourceClaimTemplate from the API server."""
+        return self._fetch(self._resource.read_namespaced_resource_claim_template, namespace, name)
+
+    def fetch_claim(self, namespace: str, name: str) -> Object | None:
+        """Read a ResourceClaim from the API server."""
+        return self._fetch(self._resource.read_namespaced_resource_claim, namespace, name)
+
+    def _fetch(self, read: Callable[..., Any], namespace: str, name: str) -> Object | None:
+        try:
+            return raw.call(read, name, namespace, _request_timeout=self._timeout)
+        except NotFoundError:
+            return None
+        except ApiError as exc:
+            log.warning("webhook.read_failed", namespace=namespace, name=name, error=str(exc))
+            return None

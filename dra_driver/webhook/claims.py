@@ -1,0 +1,237 @@
+"""Validation of a ResourceClaim spec (or a template's ``spec.spec``) that uses our driver.
+
+The webhook must admit exactly what the controller and the kubelet plugin can serve, and refuse
+early what they would refuse later with a Pending pod: so it decodes and merges configs with
+the same code (``structured.config``, ``api.decode_config``), asks the backends the same
+question (``cdi.backends.unsupported_policy``) and compiles selectors with the same CEL
+evaluator. Only what is ours is judged: requests of our DeviceClasses and config entries whose
+``opaque.driver`` is ours. Messages are Kubernetes field errors with full paths. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from dra_driver.api import (
+    ConfigError,
+    DriverNames,
+    EffectiveConfig,
+    GpuShareConfig,
+    decode_config,
+    merge_configs,
+)
+from dra_driver.api.errors import quote
+from dra_driver.cdi.backends import unsupported_policy
+from dra_driver.structured import cel
+from dra_driver.structured.classes import class_driver, device_entries
+from dra_driver.structured.config import applies_to, parent_request
+from dra_driver.webhook.capacity import CORES, MAX_CORES, Limits, check_capacity, invalid
+
+Object = Mapping[str, Any]
+
+_FORBIDDEN: Final = "Forbidden"
+
+
+@dataclass(frozen=True)
+class _ClaimConfig:
+    """One config entry of ours; ``config`` is ``None`` when it does not decode."""
+
+    requests: Sequence[str]
+    config: GpuShareConfig | None
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A request's ``exactly`` or one ``firstAvailable`` alternative of one of our classes."""
+
+    where: str
+    result: str
+    entry: Object
+    class_name: str
+    device_class: Object
+
+
+def validate_claim_spec(
+    spec: Object,
+    *,
+    path: str,
+    names: DriverNames,
+    classes: Mapping[str, Object],
+    limits: Limits,
+) -> list[str]:
+    """Return the field errors of a claim spec at ``path`` (``spec`` or ``spec.spec``).
+
+    ``classes`` maps DeviceClass names to the classes; ``limits`` says what the cluster's cards
+    allow. A spec that asks for none of our classes gets only its config entries of ours
+    checked; other drivers' requests are never judged.
+    """
+    devices = f"{path}.devices"
+    configs, errors = _claim_configs(spec, devices, names)
+    ours: list[_Entry] = []
+    foreign: list[tuple[str, str]] = []
+    for relative, result, fields in device_entries(spec):
+        class_name = str(fields.get("deviceClassName", ""))
+        device_class = classes.get(class_name)
+        if device_class is None:
+            continue  # may be created later; the controller says so if it never is
+        if class_driver(device_class) == names.driver:
+            ours.append(_Entry(f"{devices}.{relative}", result, fields, class_name, device_class))
+        else:
+            foreign.append((f"{devices}.{relative}.deviceClassName", class_name))
+    if not ours:
+        return errors
+    # The controller allocates a claim as a whole, so it cannot take part of one.
+    errors += [
+        invalid(
+            field,
+            quote(class_name),
+            f"a claim that asks for {names.driver} devices must use only {names.driver} "
+            "DeviceClasses; request the other devices in a claim of their own",
+        )
+        for field, class_name in foreign
+    ]
+    policies: dict[str, tuple[str, set[EffectiveConfig]]] = {}
+    undecided: set[str] = set()
+    for entry in ours:
+        entry_errors, effective = _check_entry(entry, configs, names, limits)
+        errors += entry_errors
+        request = parent_request(entry.result)
+        _, known = policies.setdefault(request, (entry.where.rpartition(".")[0], set()))
+        if effective is None:
+            undecided.add(request)
+        else:
+            known.add(effective)
+    return errors + _policy_conflicts(
+        {request: policy for request, policy in policies.items() if request not in undecided}
+    )
+
+
+def _claim_configs(
+    spec: Object, devices: str, names: DriverNames
+) -> tuple[list[_ClaimConfig], list[str]]:
+    configs: list[_ClaimConfig] = []
+    errors: list[str] = []
+    for index, entry in enumerate((spec.get("devices") or {}).get("config") or []):
+        opaque = entry.get("opaque") or {}
+        if opaque.get("driver") != names.driver:
+            continue
+        field = f"{devices}.config[{index}].opaque.parameters"
+        parameters: Any = opaque.get("parameters")  # decode_config says what is wrong with it
+        try:
+            config = decode_config(parameters, names, path=field)
+        except ConfigError as exc:
+            errors.append(str(exc))
+            config = None
+        configs.append(_ClaimConfig(tuple(entry.get("requests") or ()), config))
+    return configs, errors
+
+
+def _class_configs(entry: _Entry, names: DriverNames) -> tuple[list[GpuShareConfig], list[str]]:
+    """Decode the class's config and compile its selectors, as the controller does per claim."""
+    spec = entry.device_class.get("spec") or {}
+    configs: list[GpuShareConfig] = []
+    problems: list[str] = []
+    for index, config in enumerate(spec.get("config") or []):
+        opaque = config.get("opaque") or {}
+        if opaque.get("driver") != names.driver:
+            continue
+        field = f"spec.config[{index}].opaque.parameters"
+        parameters: Any = opaque.get("parameters")
+        try:
+            configs.append(decode_config(parameters, names, path=field))
+        except ConfigError as exc:
+            problems.append(str(exc))
+    for index, selector in enumerate(spec.get("selectors") or []):
+        try:
+            cel.compile_selector(str((selector.get("cel") or {}).get("expression") or ""))
+        except cel.CelCompileError as exc:
+            problems.append(f"spec.selectors[{index}].cel.expression: {exc}")
+    return configs, [
+        invalid(
+            f"{entry.where}.deviceClassName",
+            quote(entry.class_name),
+            f"the DeviceClass cannot be used until its administrator fixes it: {problem}",
+        )
+        for problem in problems
+    ]
+
+
+def _check_entry(
+    entry: _Entry, configs: Sequence[_ClaimConfig], names: DriverNames, limits: Limits
+) -> tuple[list[str], EffectiveConfig | None]:
+    """Return the entry's errors and its effective config (``None`` if a config is invalid)."""
+    class_configs, class_errors = _class_configs(entry, names)
+    errors = list(class_errors)
+    fields = entry.entry
+    if fields.get("adminAccess"):
+        errors.append(
+            f"{entry.where}.adminAccess: {_FORBIDDEN}: {names.driver} does not allocate "
+            "admin access; remove adminAccess, or use a DeviceClass of another driver"
+        )
+    for index, selector in enumerate(fields.get("selectors") or []):
+        expression = str((selector.get("cel") or {}).get("expression") or "")
+        try:
+            cel.compile_selector(expression)
+        except cel.CelCompileError as exc:
+            field = f"{entry.where}.selectors[{index}].cel.expression"
+            errors.append(invalid(field, quote(expression), str(exc)))
+    amounts, capacity_errors = check_capacity(fields, entry.where, names, limits)
+    errors += capacity_errors
+    exact = (fields.get("allocationMode") or "ExactCount") == "ExactCount"
+    count = int(fields.get("count") or 1) if exact else 0
+    if limits.most_cards is not None and count > limits.most_cards:
+        errors.append(
+            invalid(
+                f"{entry.where}.count",
+                str(count),
+                f"must be at most {limits.most_cards}: no node in the cluster has more "
+                f"{names.driver} cards, and a pod's devices are all on one node",
+            )
+        )
+    applicable = [c.config for c in configs if applies_to(c.requests, entry.result)]
+    if class_errors or any(config is None for config in applicable):
+        return errors, None
+    effective = merge_configs(
+        [*class_configs, *(config for config in applicable if config is not None)]
+    ).effective()
+    if effective.backend is not None:
+        cores = int(amounts.get(CORES, MAX_CORES))
+        problem = unsupported_policy(
+            effective.backend,
+            effective.isolation,
+            cores=[(f"request {quote(entry.result)}", cores)],
+            cards=count,
+        )
+        if problem is not None:
+            errors.append(f"{entry.where}: {_FORBIDDEN}: {problem}")
+    return errors, effective
+
+
+def _policy_conflicts(policies: Mapping[str, tuple[str, set[EffectiveConfig]]]) -> list[str]:
+    """Refuse requests whose policies can never agree: the kubelet plugin needs one per claim.
+
+    Each request may have several possible policies (one per ``firstAvailable`` alternative);
+    the claim is fine as long as one policy is possible for all of them.
+    """
+    errors: list[str] = []
+    common: set[EffectiveConfig] | None = None
+    first = ""
+    for request, (where, known) in policies.items():
+        if common is None:
+            common, first = set(known), request
+            continue
+        if common & known:
+            common &= known
+            continue
+        errors.append(
+            invalid(
+                where,
+                quote(request),
+                "must have the same isolation, priority, placement and backend as request "
+                f"{quote(first)}: all the devices of one claim share one policy; use one "
+                "claim per policy",
+            )
+        )
+    return errors

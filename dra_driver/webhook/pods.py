@@ -1,0 +1,103 @@
+"""The scheduling gate that hands a new pod to the controller before kube-scheduler sees it.
+
+A pod uses our driver when one of its ``spec.resourceClaims`` names a ResourceClaimTemplate or
+a ResourceClaim that asks for one of our DeviceClasses. Such a pod gets the gate
+``<driver>/allocation`` at creation (gates can only be removed after it, never added); every
+other pod is left exactly as it is. Pure apart from a log line for a claim nobody can find.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from dra_driver.api import DriverNames
+from dra_driver.logging import get_logger
+from dra_driver.structured.classes import spec_uses_driver
+from dra_driver.webhook.review import JsonPatchOp
+
+Object = Mapping[str, Any]
+Lookup = Callable[[str, str], Object | None]
+"""Find an object by ``(namespace, name)``; ``None`` when it does not exist (or is unknown)."""
+
+log = get_logger(__name__)
+
+
+def cached_or_fetched(cached: Lookup, fetch: Lookup) -> Lookup:
+    """Look in the cache first, then ask ``fetch`` (a live GET): the informer may lag."""
+
+    def lookup(namespace: str, name: str) -> Object | None:
+        found = cached(namespace, name)
+        return found if found is not None else fetch(namespace, name)
+
+    return lookup
+
+
+def gate_patch(
+    pod: Object,
+    *,
+    names: DriverNames,
+    classes: Mapping[str, Object],
+    templates: Lookup,
+    claims: Lookup,
+    namespace: str = "",
+) -> list[JsonPatchOp]:
+    """Return the JSON Patch that adds our scheduling gate to ``pod``, or ``[]``.
+
+    ``namespace`` is the admission request's, used when the pod's metadata has none yet.
+    Nothing is added to a pod already gated, to one already bound to a node (the API server
+    forbids gates there), or to one that does not use our driver. A claim or template that
+    cannot be found counts as not ours: the pod then waits for it like any other, and the
+    controller never sees it, so it is logged.
+    """
+    spec = pod.get("spec") or {}
+    gates = spec.get("schedulingGates")
+    if spec.get("nodeName") or any(
+        (gate or {}).get("name") == names.scheduling_gate for gate in gates or []
+    ):
+        return []
+    metadata = pod.get("metadata") or {}
+    namespace = str(metadata.get("namespace") or namespace)
+    if not _uses_driver(
+        spec, namespace, names=names, classes=classes, templates=templates, claims=claims
+    ):
+        return []
+    gate = {"name": names.scheduling_gate}
+    if isinstance(gates, list) and gates:
+        return [{"op": "add", "path": "/spec/schedulingGates/-", "value": gate}]
+    return [{"op": "add", "path": "/spec/schedulingGates", "value": [gate]}]
+
+
+def _uses_driver(
+    spec: Object,
+    namespace: str,
+    *,
+    names: DriverNames,
+    classes: Mapping[str, Object],
+    templates: Lookup,
+    claims: Lookup,
+) -> bool:
+    for entry in spec.get("resourceClaims") or []:
+        if entry.get("resourceClaimTemplateName"):
+            kind, name = "ResourceClaimTemplate", str(entry["resourceClaimTemplateName"])
+            found = templates(namespace, name)
+            claim_spec = ((found or {}).get("spec") or {}).get("spec") or {}
+        elif entry.get("resourceClaimName"):
+            kind, name = "ResourceClaim", str(entry["resourceClaimName"])
+            found = claims(namespace, name)
+            claim_spec = (found or {}).get("spec") or {}
+        else:
+            continue
+        if found is None:
+            log.warning(
+                "webhook.pod_claim_unknown",
+                kind=kind,
+                namespace=namespace,
+                name=name,
+                pod_claim=entry.get("name"),
+                effect="the pod is not gated; kube-scheduler allocates it if it ever can",
+            )
+            continue
+        if spec_uses_driver(claim_spec, classes, names.driver):
+            return True
+    return False

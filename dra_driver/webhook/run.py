@@ -1,0 +1,149 @@
+"""``gpushare-dra webhook``, and the webhook as a part another process can host.
+
+:func:`serve` starts the webhook beside whatever else a process runs (the controller hosts it
+with ``--webhook-enabled``); :func:`run` is the whole process: signals, probes and metrics on
+the observability port as well, until SIGTERM.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Final
+
+from kubernetes import client
+from prometheus_client import CollectorRegistry
+
+from dra_driver.api import DriverNames
+from dra_driver.k8s.client import ClientConfigError, new_api_client
+from dra_driver.k8s.settings import KubeClientSettings
+from dra_driver.logging import bind, get_logger
+from dra_driver.metrics import ObservabilityServer
+from dra_driver.metrics.settings import ObservabilitySettings
+from dra_driver.webhook.admission import Admission
+from dra_driver.webhook.cache import ClusterCache
+from dra_driver.webhook.metrics import WebhookMetrics
+from dra_driver.webhook.server import WebhookServer
+from dra_driver.webhook.settings import WebhookSettings
+from dra_driver.webhook.tls import CertificateError, ReloadingContext
+
+log = get_logger(__name__)
+
+EXIT_CONFIG: Final = 2
+
+
+class WebhookConfigError(Exception):
+    """The webhook cannot start: no credentials, no usable certificate, or the port is taken."""
+
+
+class Webhook:
+    """The cache, the HTTPS server and the metrics of one webhook; it owns ``api_client``."""
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        names: DriverNames,
+        settings: WebhookSettings,
+        registry: CollectorRegistry,
+    ) -> None:
+        self._api_client = api_client
+        metrics = WebhookMetrics(registry)
+        try:
+            tls = ReloadingContext(
+                settings.tls_cert_file,
+                settings.tls_key_file,
+                on_reload=metrics.certificate_reload,
+            )
+            self.cache = ClusterCache(api_client, names)
+            self.server = WebhookServer(
+                Admission(names, self.cache),
+                tls,
+                metrics,
+                registry,
+                ready=self.not_ready,
+                port=settings.webhook_port,
+            )
+        except (CertificateError, OSError) as exc:
+            raise WebhookConfigError(str(exc)) from exc
+
+    def not_ready(self) -> str | None:
+        """Return why reviews cannot be decided yet, or ``None``."""
+        return None if self.cache.synced else "informers not synced"
+
+    def start(self) -> None:
+        """Start the informers and serve."""
+        self.cache.start()
+        self.server.start()
+
+    def stop(self) -> None:
+        """Stop serving, stop the informers and close the API client."""
+        self.server.stop()
+        self.cache.stop()
+        self._api_client.close()  # type: ignore[no-untyped-call]  # unannotated upstream
+
+
+def serve(
+    names: DriverNames,
+    settings: WebhookSettings,
+    kube: KubeClientSettings,
+    registry: CollectorRegistry | None = None,
+) -> Webhook:
+    """Start a webhook with its own API client; raise :class:`WebhookConfigError`.
+
+    Its metrics go to ``registry`` (a fresh one if none is given) and are served on the
+    webhook's own port as well.
+    """
+    try:
+        api_client = new_api_client(kube)
+    except ClientConfigError as exc:
+        raise WebhookConfigError(str(exc)) from exc
+    try:
+        webhook = Webhook(api_client, names, settings, registry or CollectorRegistry())
+    except WebhookConfigError:
+        api_client.close()  # type: ignore[no-untyped-call]  # unannotated upstream
+        raise
+    webhook.start()
+    log.info("webhook.started", port=webhook.server.port)
+    return webhook
+
+
+def run(
+    names: DriverNames,
+    settings: WebhookSettings,
+    kube: KubeClientSettings,
+    observability: ObservabilitySettings,
+    stop: threading.Event | None = None,
+) -> int:
+    """Run until SIGTERM/SIGINT (or ``stop``); return the exit status."""
+    stop = stop or _signal_event()
+    bind(driver=names.driver, component="webhook")
+    registry = CollectorRegistry()
+    try:
+        webhook = serve(names, settings, kube, registry)
+    except WebhookConfigError as exc:
+        log.error("webhook.config", error=str(exc))  # noqa: TRY400 - the message says it all
+        return EXIT_CONFIG
+    observer = None
+    try:
+        if observability.metrics_port >= 0:
+            observer = ObservabilityServer(
+                registry,
+                port=observability.metrics_port,
+                readiness={"informers": webhook.not_ready},
+            )
+            observer.start()
+        while not stop.wait(0.5):
+            pass  # a short wait keeps the main thread responsive to signals
+    finally:
+        log.info("webhook.stopping")
+        webhook.stop()
+        if observer is not None:
+            observer.stop()
+    return 0
+
+
+def _signal_event() -> threading.Event:
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop

@@ -1,0 +1,219 @@
+"""The HTTPS server kube-apiserver calls: ``POST /validate``, ``POST /mutate`` and probes.
+
+Each accepted connection is wrapped with the certificate's *current* context, so a rotated
+certificate is served from the next connection on without a restart; the TLS handshake runs on
+the connection's own thread under a timeout, so a client that stalls it holds up no one else.
+``/livez``, ``/readyz`` and ``/metrics`` are served here too: when the controller hosts the
+webhook, this port is the only one that speaks for it. No request can stop the server: every
+failure is answered (400, 404, 411, 413, 500, 501) or ends only its own connection.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Final
+from urllib.parse import urlsplit
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from dra_driver.logging import get_logger
+from dra_driver.webhook.admission import Admission, Outcome
+from dra_driver.webhook.metrics import WebhookMetrics
+from dra_driver.webhook.tls import ReloadingContext
+
+log = get_logger(__name__)
+
+# kube-apiserver sends at most 3 MiB of object per review (its own request limit), plus framing.
+MAX_BODY_BYTES: Final = 3 * 1024 * 1024 + 64 * 1024
+# Handshake and idle keep-alive limit per connection.
+CONNECTION_TIMEOUT_SECONDS: Final = 30.0
+_TEXT: Final = "text/plain; charset=utf-8"
+
+ReadinessCheck = Callable[[], str | None]
+"""``None`` when ready, else why not."""
+
+
+class _TlsServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(
+        self, address: tuple[str, int], tls: ReloadingContext, webhook: WebhookServer
+    ) -> None:
+        self.tls = tls
+        self.webhook = webhook
+        super().__init__(address, _Handler)
+
+    def get_request(self) -> tuple[socket.socket, tuple[str, int]]:
+        connection, address = self.socket.accept()
+        try:
+            wrapped = self.tls.current().wrap_socket(
+                connection, server_side=True, do_handshake_on_connect=False
+            )
+        except OSError:
+            connection.close()
+            raise  # socketserver drops this connection and keeps accepting
+        return wrapped, address
+
+    def handle_error(self, request: object, client_address: object) -> None:  # noqa: ARG002
+        if isinstance(sys.exc_info()[1], OSError):
+            # A failed handshake, a reset or a timeout: that client's problem, logged quietly.
+            log.debug("webhook.connection_failed", client=str(client_address), exc_info=True)
+        else:
+            log.exception("webhook.connection_crashed", client=str(client_address))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # kube-apiserver keeps connections open between reviews
+    timeout = CONNECTION_TIMEOUT_SECONDS
+    server: _TlsServer
+
+    def setup(self) -> None:
+        self.request.settimeout(self.timeout)
+        self.request.do_handshake()
+        super().setup()
+
+    def log_message(self, format: str, *args: object) -> None:
+        log.debug("webhook.http", request=format % args)
+
+    def reply(self, status: int, content_type: str, body: bytes) -> None:
+        """Send a complete response."""
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def refuse(self, status: HTTPStatus, message: str) -> None:
+        """Send an error and close: an unread body would garble the next request."""
+        self.close_connection = True
+        self.reply(status, _TEXT, f"{message}\n".encode())
+
+    def do_GET(self) -> None:
+        """Serve the probes and the metrics."""
+        self.server.webhook.get(self, urlsplit(self.path).path)
+
+    def do_POST(self) -> None:
+        """Answer a review."""
+        self.server.webhook.post(self, urlsplit(self.path).path)
+
+
+class WebhookServer:
+    """Serves reviews over HTTPS on ``host:port``; ``port=0`` picks a free one."""
+
+    def __init__(
+        self,
+        admission: Admission,
+        tls: ReloadingContext,
+        metrics: WebhookMetrics,
+        registry: CollectorRegistry,
+        *,
+        ready: ReadinessCheck,
+        host: str = "0.0.0.0",  # noqa: S104 - kube-apiserver calls from outside the pod
+        port: int = 0,
+    ) -> None:
+        self._routes = {"/validate": admission.validate, "/mutate": admission.mutate}
+        self._metrics = metrics
+        self._registry = registry
+        self._ready = ready
+        self._server = _TlsServer((host, port), tls, self)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound TCP port."""
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        """Serve in a daemon thread until :meth:`stop`."""
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="webhook-https",
+            daemon=True,
+        )
+        self._thread.start()
+        log.info("webhook.serving", port=self.port)
+
+    def stop(self) -> None:
+        """Stop serving and release the port; safe to call more than once."""
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join()
+            self._thread = None
+        self._server.server_close()
+
+    def get(self, handler: _Handler, path: str) -> None:
+        """Answer ``/livez``, ``/readyz`` and ``/metrics``."""
+        if path == "/metrics":
+            handler.reply(HTTPStatus.OK, CONTENT_TYPE_LATEST, generate_latest(self._registry))
+        elif path == "/livez":
+            handler.reply(HTTPStatus.OK, _TEXT, b"ok\n")
+        elif path == "/readyz":
+            reason = _check(self._ready)
+            if reason is None:
+                handler.reply(HTTPStatus.OK, _TEXT, b"ok\n")
+            else:
+                handler.reply(
+                    HTTPStatus.SERVICE_UNAVAILABLE, _TEXT, f"not ready: {reason}\n".encode()
+                )
+        else:
+            handler.refuse(HTTPStatus.NOT_FOUND, "not found: serving /livez, /readyz, /metrics")
+
+    def post(self, handler: _Handler, path: str) -> None:
+        """Read a review's body within the limits and answer it."""
+        route = self._routes.get(path)
+        if route is None:
+            handler.refuse(HTTPStatus.NOT_FOUND, "not found: POST /validate or /mutate")
+            return
+        operation = path.removeprefix("/")
+        length_header = handler.headers.get("Content-Length")
+        if length_header is None:
+            self._refuse(handler, operation, HTTPStatus.LENGTH_REQUIRED, "Content-Length needed")
+            return
+        try:
+            length = int(length_header)
+        except ValueError:
+            length = -1
+        if length < 0:
+            self._refuse(handler, operation, HTTPStatus.BAD_REQUEST, "bad Content-Length")
+            return
+        if length > MAX_BODY_BYTES:
+            self._refuse(
+                handler,
+                operation,
+                HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                f"the body must be at most {MAX_BODY_BYTES} bytes",
+            )
+            return
+        body = handler.rfile.read(length)
+        if len(body) < length:
+            handler.close_connection = True  # the client went away mid-body
+            return
+        started = time.perf_counter()
+        try:
+            outcome = route(body)
+        except Exception:  # Admission answers its own failures; this is the last net
+            log.exception("webhook.handler_failed", operation=operation)
+            outcome = Outcome(HTTPStatus.INTERNAL_SERVER_ERROR, b"internal error\n", "", "error")
+        self._metrics.observe(
+            operation, outcome.kind, outcome.result, time.perf_counter() - started
+        )
+        handler.reply(outcome.status, outcome.content_type, outcome.body)
+
+    def _refuse(self, handler: _Handler, operation: str, status: HTTPStatus, message: str) -> None:
+        self._metrics.observe(operation, "", "malformed", 0.0)
+        handler.refuse(status, message)
+
+
+def _check(ready: ReadinessCheck) -> str | None:
+    try:
+        return ready()
+    except Exception as exc:  # noqa: BLE001 - a crashing check is a failing check
+        return f"check raised {type(exc).__name__}: {exc}"
