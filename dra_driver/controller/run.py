@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import threading
 from typing import Final
 
@@ -13,6 +12,7 @@ from dra_driver.controller.app import Controller
 from dra_driver.controller.settings import ControllerSettings
 from dra_driver.k8s.client import ClientConfigError, new_api_client
 from dra_driver.k8s.settings import KubeClientSettings
+from dra_driver.k8s.signals import stop_on_signals
 from dra_driver.logging import bind, get_logger
 from dra_driver.metrics import ObservabilityServer
 from dra_driver.metrics.settings import ObservabilitySettings
@@ -31,7 +31,7 @@ def run(
     stop: threading.Event | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT (or ``stop``); return the exit status."""
-    stop = stop or _signal_event()
+    stop = stop or stop_on_signals()
     bind(driver=names.driver, component="controller")
     try:
         api_client = new_api_client(kube)
@@ -73,10 +73,3 @@ def run(
             observer.stop()
         api_client.close()  # type: ignore[no-untyped-call]  # unannotated upstream
     return status
-
-
-def _signal_event() -> threading.Event:
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    return stop

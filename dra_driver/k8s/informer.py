@@ -252,3 +252,29 @@ class _WatchEventError(Exception):
         self.reason = status.get("reason")
         self.body = json.dumps(status)
         self.headers = None
+
+
+class InformerGroup:
+    """Informers a component starts, stops and waits for together."""
+
+    def __init__(self, *informers: Informer) -> None:
+        self.informers = informers
+
+    def start(self) -> None:
+        """Start every informer."""
+        for informer in self.informers:
+            informer.start()
+
+    def stop(self) -> None:
+        """Stop every informer."""
+        for informer in self.informers:
+            informer.stop()
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        """Wait until every informer has listed once (``timeout`` applies to each)."""
+        return all(informer.wait_synced(timeout) for informer in self.informers)
+
+    @property
+    def synced(self) -> bool:
+        """Whether every informer has listed once (readiness)."""
+        return all(informer.synced for informer in self.informers)

@@ -8,7 +8,6 @@ stop publishing — slices stay, as the kubelet removes a node's slices when a d
 
 from __future__ import annotations
 
-import signal
 import threading
 from collections.abc import Sequence
 from typing import Final
@@ -20,6 +19,7 @@ from dra_driver.api import DriverNames
 from dra_driver.k8s import raw
 from dra_driver.k8s.client import ClientConfigError, new_api_client
 from dra_driver.k8s.settings import KubeClientSettings
+from dra_driver.k8s.signals import stop_on_signals
 from dra_driver.kubeletplugin.grpcserver import PluginServer, SocketPathError, socket_paths
 from dra_driver.kubeletplugin.metrics import PluginMetrics
 from dra_driver.kubeletplugin.publisher import SlicePublisher
@@ -88,7 +88,7 @@ def run(
 ) -> int:
     """Run the plugin until SIGTERM/SIGINT (or ``stop``); return the exit status."""
     # First of all, so a SIGTERM during start-up still ends in an orderly stop.
-    stop = stop or _signal_event()
+    stop = stop or stop_on_signals()
     if not settings.node_name:
         log.error("plugin.config", error="--node-name / NODE_NAME is required")
         return EXIT_CONFIG
@@ -175,10 +175,3 @@ def run(
             observer.stop()
         api_client.close()  # type: ignore[no-untyped-call]  # unannotated upstream
     return 0
-
-
-def _signal_event() -> threading.Event:
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    return stop

@@ -17,7 +17,7 @@ from kubernetes import client
 from dra_driver.api import DriverNames
 from dra_driver.k8s import raw
 from dra_driver.k8s.errors import ApiError, NotFoundError
-from dra_driver.k8s.informer import EventType, Informer
+from dra_driver.k8s.informer import EventType, Informer, InformerGroup
 from dra_driver.logging import get_logger
 from dra_driver.webhook.capacity import Limits, limits_from_slices
 
@@ -29,7 +29,7 @@ log = get_logger(__name__)
 LIVE_READ_TIMEOUT: Final = 2.0
 
 
-class ClusterCache:
+class ClusterCache(InformerGroup):
     """Implements :class:`~dra_driver.webhook.admission.Cluster` on informers."""
 
     def __init__(
@@ -58,26 +58,7 @@ class ClusterCache:
             handler=self._slices_changed,
             field_selector=f"spec.driver={names.driver}",
         )
-        self._informers = (self.classes, self.templates, self.claims, self.slices)
-
-    def start(self) -> None:
-        """Start every informer."""
-        for informer in self._informers:
-            informer.start()
-
-    def stop(self) -> None:
-        """Stop every informer."""
-        for informer in self._informers:
-            informer.stop()
-
-    def wait_synced(self, timeout: float | None = None) -> bool:
-        """Wait until every informer has listed once."""
-        return all(informer.wait_synced(timeout) for informer in self._informers)
-
-    @property
-    def synced(self) -> bool:
-        """Whether every informer has listed once (the webhook's readiness)."""
-        return all(informer.synced for informer in self._informers)
+        super().__init__(self.classes, self.templates, self.claims, self.slices)
 
     def device_classes(self) -> Mapping[str, Object]:
         """Return every DeviceClass by name."""

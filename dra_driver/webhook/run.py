@@ -7,7 +7,6 @@ the observability port as well, until SIGTERM.
 
 from __future__ import annotations
 
-import signal
 import threading
 from typing import Final
 
@@ -17,6 +16,7 @@ from prometheus_client import CollectorRegistry
 from dra_driver.api import DriverNames
 from dra_driver.k8s.client import ClientConfigError, new_api_client
 from dra_driver.k8s.settings import KubeClientSettings
+from dra_driver.k8s.signals import stop_on_signals
 from dra_driver.logging import bind, get_logger
 from dra_driver.metrics import ObservabilityServer
 from dra_driver.metrics.settings import ObservabilitySettings
@@ -115,7 +115,7 @@ def run(
     stop: threading.Event | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT (or ``stop``); return the exit status."""
-    stop = stop or _signal_event()
+    stop = stop or stop_on_signals()
     bind(driver=names.driver, component="webhook")
     registry = CollectorRegistry()
     try:
@@ -140,10 +140,3 @@ def run(
         if observer is not None:
             observer.stop()
     return 0
-
-
-def _signal_event() -> threading.Event:
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    return stop

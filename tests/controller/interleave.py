@@ -139,7 +139,7 @@ class Server:
 def make(*nodes: NodeInventory) -> tuple[ClusterView, Server, Allocator, Releaser, Events]:
     """Build a view over hand-fed caches, a Server, and the controller's two reconcilers."""
     view = ClusterView(client.ApiClient(), NAMES, lambda *_: None)
-    for informer in view._informers:
+    for informer in view.informers:
         informer._synced.set()
     server = Server(view, NAMES.finalizer)
     for inventory in nodes:
