@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from dra_driver.testing.apiserver import discovery, errors, patch
+from dra_driver.testing.apiserver import binding, discovery, errors, patch
 from dra_driver.testing.apiserver.deletes import Deleter
 from dra_driver.testing.apiserver.faults import Faults
 from dra_driver.testing.apiserver.operations import Result, Writer
@@ -189,7 +189,7 @@ class ApiApp:
         if info.subresource == "binding" or rtype.plural == "bindings":
             meta = body.get("metadata") if isinstance(body, dict) else None
             name = info.name or str((meta or {}).get("name", ""))
-            result = self.writer.bind(namespace, name, body, dry_run=dry_run)
+            result = binding.bind(self.store, namespace, name, body, dry_run=dry_run)
         else:
             result = self.writer.create(
                 rtype, namespace, body, dry_run=dry_run, field_validation=validation

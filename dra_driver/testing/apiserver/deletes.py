@@ -9,6 +9,7 @@ from dra_driver.testing.apiserver.operations import NAMESPACES, Result, Writer, 
 from dra_driver.testing.apiserver.resources import REGISTRY, ResourceType
 from dra_driver.testing.apiserver.selectors import FieldSelector, LabelSelector
 from dra_driver.testing.apiserver.store import Entry
+from dra_driver.testing.apiserver.webhook_match import Request
 
 JSON = dict[str, Any]
 IMMORTAL_NAMESPACES: Final = frozenset({"default", "kube-system", "kube-public"})
@@ -72,10 +73,12 @@ class Deleter:
             if rtype.key == "namespaces" or grace > 0 or meta.get("finalizers"):
                 if marked and (rtype.key == "namespaces" or marked_grace <= grace):
                     return Result(200, current)
+                self._admit(rtype, namespace, current, options, dry_run=dry_run)
                 result = self._mark(rtype, current, grace, dry_run=dry_run)
                 if result is None:
                     continue
                 return result
+            self._admit(rtype, namespace, current, options, dry_run=dry_run)
             if dry_run:
                 return Result(200, current)
             entry = self.store.delete(rtype, (namespace, name), current.rv)
@@ -86,6 +89,16 @@ class Deleter:
                 return Result(200, entry)
             return Result(200, success_status(rtype, name, meta["uid"]))
         raise errors.internal(f"too many concurrent writes to {rtype.key} {name}")
+
+    def _admit(
+        self, rtype: ResourceType, namespace: str, current: Entry, options: JSON, *, dry_run: bool
+    ) -> None:
+        """Send the delete to the admission webhooks (``oldObject`` set, ``object`` null)."""
+        request = Request.of(
+            "DELETE", rtype, namespace, None, current.obj, dry_run=dry_run, options=options
+        )
+        self.writer.webhooks.mutate(request)
+        self.writer.webhooks.validate(request)
 
     def _mark(
         self, rtype: ResourceType, current: Entry, grace: int, *, dry_run: bool

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dra_driver.testing.apiserver import errors
-from dra_driver.testing.apiserver.resources import BINDINGS, Registry, ResourceType
+from dra_driver.testing.apiserver.resources import ADMISSION, BINDINGS, Registry, ResourceType
 
 JSON = dict[str, Any]
 _SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "binding": ["create"]}
@@ -41,6 +41,8 @@ def _resource(rtype: ResourceType) -> list[JSON]:
         entry["shortNames"] = list(rtype.short_names)
     if rtype.plural == "pods":
         entry["categories"] = ["all"]
+    elif rtype.group == ADMISSION:
+        entry["categories"] = ["api-extensions"]
     entries = [entry]
     for sub in sorted(rtype.subresources):
         entries.append(

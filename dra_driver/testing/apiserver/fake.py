@@ -11,7 +11,7 @@ from typing import Any
 
 from kubernetes import client
 
-from dra_driver.testing.apiserver import kubeconfig, patch
+from dra_driver.testing.apiserver import binding, kubeconfig, patch
 from dra_driver.testing.apiserver.app import ApiApp
 from dra_driver.testing.apiserver.faults import Faults
 from dra_driver.testing.apiserver.reads import ListOptions, list_objects
@@ -27,9 +27,10 @@ class FakeApiServer:
 
     Serves core/v1 namespaces, nodes, pods (+status, +binding) and events; events.k8s.io/v1
     events; coordination.k8s.io/v1 leases; resource.k8s.io/v1 resourceslices, deviceclasses,
-    resourceclaims (+status) and resourceclaimtemplates — with the real server's
-    resourceVersion, conflict, watch, selector, patch, finalizer, status-subresource and
-    validation semantics (see the package documentation for what is knowingly left out).
+    resourceclaims (+status) and resourceclaimtemplates; admissionregistration.k8s.io/v1
+    mutating- and validatingwebhookconfigurations — with the real server's resourceVersion,
+    conflict, watch, selector, patch, finalizer, status-subresource, validation and admission
+    webhook semantics (see the package documentation for what is knowingly left out).
 
     ``kube_version`` ("1.34".."1.37") picks the schema set writes are validated against and what
     ``/version`` reports; ``watch_history`` is how many events per resource stay replayable
@@ -37,7 +38,10 @@ class FakeApiServer:
     makes deleting a bound pod set ``deletionTimestamp`` and wait for a kubelet's final delete
     (``gracePeriodSeconds=0``) instead of removing it at once. ``feature_gates`` overrides the
     release's DRA gate defaults (see :mod:`dra_driver.testing.apiserver.gates`): fields of a
-    disabled gate are dropped on write, as the real server does.
+    disabled gate are dropped on write, as the real server does. ``service_urls`` says where
+    webhooks configured with ``clientConfig.service`` are reached (see :attr:`service_urls`).
+    Every write, the direct-access ones below included, goes through the configured admission
+    webhooks (see :mod:`dra_driver.testing.apiserver.admission`).
 
     One start/stop cycle per instance; use it as a context manager.
     """
@@ -52,6 +56,7 @@ class FakeApiServer:
         port: int = 0,
         graceful_pod_deletion: bool = False,
         feature_gates: Mapping[str, bool] | None = None,
+        service_urls: Mapping[tuple[str, str], str] | None = None,
     ) -> None:
         self.app = ApiApp(
             kube_version,
@@ -60,6 +65,7 @@ class FakeApiServer:
             graceful_pods=graceful_pod_deletion,
             feature_gates=feature_gates,
         )
+        self.service_urls = service_urls or {}
         self.kube_version = kube_version
         self._host = host
         self._port = port
@@ -150,6 +156,21 @@ class FakeApiServer:
     def internal_errors(self) -> list[str]:
         """Return the tracebacks of requests that crashed the fake (each answered 500)."""
         return self.app.internal_errors
+
+    @property
+    def service_urls(self) -> dict[tuple[str, str], str]:
+        """Where webhook services are reached: ``(namespace, name)`` → ``https://host:port``.
+
+        The harness has no cluster network, so a webhook's ``clientConfig.service`` is called
+        at the address mapped here (its ``path`` appended; its certificate must still name
+        ``<name>.<namespace>.svc``); an unmapped service fails the call like a service that does
+        not exist. The dict is live: tests may add entries while the server runs.
+        """
+        return self.app.writer.webhooks.service_urls
+
+    @service_urls.setter
+    def service_urls(self, urls: Mapping[tuple[str, str], str]) -> None:
+        self.app.writer.webhooks.service_urls = dict(urls)
 
     @property
     def bookmark_interval(self) -> float:
@@ -247,4 +268,4 @@ class FakeApiServer:
     def bind(self, namespace: str, pod: str, node: str) -> None:
         """Bind a pod to a node like a POST to ``pods/<name>/binding``."""
         body = {"metadata": {"name": pod}, "target": {"kind": "Node", "name": node}}
-        self.app.writer.bind(namespace, pod, body)
+        binding.bind(self.app.store, namespace, pod, body)

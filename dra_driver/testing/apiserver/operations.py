@@ -1,4 +1,4 @@
-"""The write verbs: create, update, patch and binding, with the real server's preconditions.
+"""The write verbs: create, update and patch, with the real server's preconditions.
 
 Every update is a compare-and-swap on the stored resourceVersion, retried (like the server's
 ``GuaranteedUpdate``) when a concurrent writer got in first and the request carried no
@@ -12,14 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from dra_driver.testing.apiserver import errors, patch, strategies
+from dra_driver.testing.apiserver.admission import Webhooks
 from dra_driver.testing.apiserver.resources import REGISTRY, ResourceType
 from dra_driver.testing.apiserver.store import Entry, Store
 from dra_driver.testing.apiserver.validation import Admission
+from dra_driver.testing.apiserver.webhook_match import Request
 
 JSON = dict[str, Any]
 MAX_ATTEMPTS: Final = 64
 NAMESPACES: Final = REGISTRY.resolve("namespaces")
-PODS: Final = REGISTRY.resolve("pods")
 
 
 @dataclass
@@ -66,12 +67,13 @@ def _deleting_done(obj: JSON) -> bool:
 
 
 class Writer:
-    """Create/update/patch/bind against a :class:`Store`, with admission."""
+    """Create/update/patch against a :class:`Store`, with admission and admission webhooks."""
 
     def __init__(self, store: Store, admission: Admission) -> None:
         self.store = store
         self.admission = admission
         self.smp = patch.StrategicMerge(admission.schemas)
+        self.webhooks = Webhooks(store, admission.drop_unknown)
 
     def _body(self, rtype: ResourceType, body: object, namespace: str) -> JSON:
         if not isinstance(body, dict):
@@ -133,14 +135,23 @@ class Writer:
         meta = obj["metadata"]
         if meta.pop("resourceVersion", None) and not seed:
             raise errors.internal("resourceVersion should not be set on objects to be created")
+        # Admission runs before a name is generated; the server's messages name the prefix then.
+        shown = meta.get("name") or meta.get("generateName") or "Unknown"
+        self.check_namespace(rtype, namespace, str(shown))
+        request = Request.of("CREATE", rtype, namespace, obj, dry_run=dry_run)
+        mutated, hook_warnings = self.webhooks.mutate(request)
+        obj = self._body(rtype, mutated, namespace)
+        meta = obj["metadata"]
         generated = not meta.get("name") and bool(meta.get("generateName"))
         for _ in range(8):
             if generated:
                 meta["name"] = strategies.generate_name(str(meta["generateName"]))
-            self.check_namespace(rtype, namespace, str(meta.get("name", "")))
             attempt = json.loads(json.dumps(obj))
             strategies.prepare_create(rtype, attempt, keep_status=seed)
-            warnings = self.admission.admit(rtype, attempt, field_validation=field_validation)
+            warnings = hook_warnings + self.admission.admit(
+                rtype, attempt, field_validation=field_validation
+            )
+            warnings += self.webhooks.validate(request.with_object(attempt))
             if dry_run:
                 return Result(201, attempt, warnings)
             try:
@@ -172,6 +183,11 @@ class Writer:
         warnings = self.admission.admit(
             rtype, new, current.obj, subresource=subresource, field_validation=field_validation
         )
+        namespace = str(current.obj["metadata"].get("namespace") or "")
+        request = Request.of(
+            "UPDATE", rtype, namespace, new, current.obj, subresource=subresource, dry_run=dry_run
+        )
+        warnings += self.webhooks.validate(request)
         remove = _deleting_done(new)
         if not remove and _same(current.obj, new):
             return Result(200, current, warnings)
@@ -216,16 +232,29 @@ class Writer:
                     f"Precondition failed: UID in precondition: {meta['uid']}, "
                     f"UID in object meta: {stored['uid']}",
                 )
-            new = strategies.prepare_update(
-                rtype, current.copy(), json.loads(json.dumps(obj)), subresource
-            )
+            new, hook_warnings = self._mutate(rtype, current, obj, subresource, dry_run=dry_run)
             result = self.commit(
                 rtype, current, new, subresource=subresource,
                 field_validation=field_validation, dry_run=dry_run,
             )  # fmt: skip
             if result is not None:
+                result.warnings[:0] = hook_warnings
                 return result
         raise errors.internal(f"too many concurrent writes to {rtype.key} {name}")
+
+    def _mutate(
+        self, rtype: ResourceType, current: Entry, obj: JSON, subresource: str, *, dry_run: bool
+    ) -> tuple[JSON, list[str]]:
+        """Run the mutating webhooks on an update's object, then the update strategy."""
+        namespace = str(current.obj["metadata"].get("namespace") or "")
+        request = Request.of(
+            "UPDATE", rtype, namespace, json.loads(json.dumps(obj)), current.obj,
+            subresource=subresource, dry_run=dry_run,
+        )  # fmt: skip
+        mutated, warnings = self.webhooks.mutate(request)
+        new = self._body(rtype, mutated, namespace)
+        self._identity(new, str(current.obj["metadata"]["name"]))
+        return strategies.prepare_update(rtype, current.copy(), new, subresource), warnings
 
     def patch(
         self,
@@ -260,49 +289,15 @@ class Writer:
             wanted = obj["metadata"].get("resourceVersion")
             if wanted and wanted != current.obj["metadata"]["resourceVersion"]:
                 raise rtype.conflict(name)
-            new = strategies.prepare_update(rtype, current.copy(), obj, subresource)
+            new, hook_warnings = self._mutate(rtype, current, obj, subresource, dry_run=dry_run)
             result = self.commit(
                 rtype, current, new, subresource=subresource,
                 field_validation=field_validation, dry_run=dry_run,
             )  # fmt: skip
             if result is not None:
+                result.warnings[:0] = hook_warnings
                 return result
         raise errors.internal(f"too many concurrent writes to {rtype.key} {name}")
-
-    def bind(self, namespace: str, pod_name: str, body: object, *, dry_run: bool = False) -> Result:
-        """``pods/binding``: set ``spec.nodeName`` once, as the scheduler does."""
-        meta, target = _binding(body, pod_name)
-        for _ in range(MAX_ATTEMPTS):
-            current = self.store.get(PODS, namespace, pod_name)
-            if current is None:
-                raise PODS.not_found(pod_name)
-            pod = current.copy()
-            pod_meta, spec = pod["metadata"], pod.setdefault("spec", {})
-            for key, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
-                if meta.get(key) and meta[key] != pod_meta[key]:
-                    raise PODS.conflict(
-                        pod_name,
-                        f"Precondition failed: {label} in precondition: {meta[key]}, "
-                        f"{label} in object meta: {pod_meta[key]}",
-                    )
-            problem = _unbindable(pod, pod_name)
-            if problem:
-                raise errors.conflict("", "pods/binding", pod_name, problem)
-            spec["nodeName"] = target["name"]
-            for key in ("annotations", "labels"):
-                if meta.get(key):
-                    pod_meta[key] = {**(pod_meta.get(key) or {}), **meta[key]}
-            status = pod.setdefault("status", {})
-            conditions = [
-                c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"
-            ]
-            now = strategies.timestamp()
-            conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now})
-            status["conditions"] = conditions
-            if dry_run or self.store.replace(PODS, pod, current.rv, remove=False) is not None:
-                ok = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
-                return Result(201, {**ok, "code": 201})
-        raise errors.internal(f"too many concurrent writes to pods {pod_name}")
 
     def after_removal(self, rtype: ResourceType, entry: Entry) -> None:
         """Finish a terminating namespace once its last object is gone (namespace controller)."""
@@ -323,32 +318,3 @@ class Writer:
             self.store.delete(NAMESPACES, ("", namespace), current.rv)
         except errors.ApiError:
             return
-
-
-def _binding(body: object, pod_name: str) -> tuple[JSON, JSON]:
-    """Check a Binding body; return its metadata and target."""
-    if not isinstance(body, dict):
-        raise errors.bad_request("the body must be a Binding object")
-    meta, target = body.get("metadata") or {}, body.get("target") or {}
-    if meta.get("name") and meta["name"] != pod_name:
-        raise errors.bad_request("name in URL does not match name in Binding object")
-    errs = []
-    if not target.get("name"):
-        errs.append(errors.required("target.name"))
-    if target.get("kind") not in {None, "", "Node"}:
-        errs.append(errors.not_supported("target.kind", target["kind"], ["Node", "<empty>"]))
-    if errs:
-        raise errors.invalid_object("", "Binding", pod_name, errs)
-    return meta, target
-
-
-def _unbindable(pod: JSON, name: str) -> str | None:
-    """Why a pod cannot be bound now, in the server's words (``None``: it can)."""
-    if pod["metadata"].get("deletionTimestamp"):
-        return f"pod {name} is being deleted, cannot be assigned to a host"
-    node = (pod.get("spec") or {}).get("nodeName")
-    if node:
-        return f'pod {name} is already assigned to node "{node}"'
-    if (pod.get("spec") or {}).get("schedulingGates"):
-        return f"pod {name} has non-empty .spec.schedulingGates"
-    return None

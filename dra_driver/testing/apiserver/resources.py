@@ -83,6 +83,7 @@ class ResourceType:
 
 
 RESOURCE = "resource.k8s.io"
+ADMISSION: Final = "admissionregistration.k8s.io"
 _SLICE_FIELD_ERROR: Final = "field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: "
 _CORE_EVENT_FIELDS: Final = _fields(
     "involvedObject.kind",
@@ -149,6 +150,14 @@ RESOURCES: Final[tuple[ResourceType, ...]] = (
     ResourceType(
         RESOURCE, "v1", "resourceclaimtemplates", "resourceclaimtemplate",
         "ResourceClaimTemplate", namespaced=True, generation=True, delete_returns_object=True,
+    ),
+    ResourceType(
+        ADMISSION, "v1", "mutatingwebhookconfigurations", "mutatingwebhookconfiguration",
+        "MutatingWebhookConfiguration", namespaced=False, generation=True,
+    ),
+    ResourceType(
+        ADMISSION, "v1", "validatingwebhookconfigurations", "validatingwebhookconfiguration",
+        "ValidatingWebhookConfiguration", namespaced=False, generation=True,
     ),
 )  # fmt: skip
 

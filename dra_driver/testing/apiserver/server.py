@@ -63,8 +63,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def send(self, response: Response) -> None:
         """Write a whole response in one send (status line, headers, body)."""
+        try:
+            phrase = http.HTTPStatus(response.code).phrase
+        except ValueError:  # a code only an admission webhook's denial could have chosen
+            phrase = "Unknown"
         lines = [
-            f"HTTP/1.1 {response.code} {http.HTTPStatus(response.code).phrase}",
+            f"HTTP/1.1 {response.code} {phrase}",
             f"Content-Type: {response.content_type}",
             f"Content-Length: {len(response.body)}",
             "Cache-Control: no-cache, private",

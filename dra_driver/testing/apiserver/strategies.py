@@ -13,7 +13,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from dra_driver.k8s.timestamps import rfc3339
-from dra_driver.testing.apiserver.resources import ResourceType
+from dra_driver.testing.apiserver import webhook_config
+from dra_driver.testing.apiserver.resources import ADMISSION, ResourceType
 
 JSON = dict[str, Any]
 SYSTEM_FIELDS: Final = (
@@ -70,6 +71,8 @@ def prepare_create(rtype: ResourceType, obj: JSON, *, keep_status: bool = False)
             obj["status"] = {}
     elif rtype.key == "resourceclaimtemplates.resource.k8s.io":
         _default_claim_spec((obj.get("spec") or {}).get("spec"))
+    elif rtype.group == ADMISSION:
+        webhook_config.set_defaults(obj, mutating=rtype.kind.startswith("Mutating"))
 
 
 def _keep(source: JSON, target: JSON, key: str) -> None:
@@ -80,13 +83,16 @@ def _keep(source: JSON, target: JSON, key: str) -> None:
         target.pop(key, None)
 
 
-def _default_update(rtype: ResourceType, new: JSON) -> None:
+def default_fields(rtype: ResourceType, new: JSON) -> None:
+    """Apply the field defaults decoding gives a write (what admission webhooks already see)."""
     if rtype.key == "resourceclaims.resource.k8s.io":
         _default_claim_spec(new.get("spec"))
     elif rtype.key == "resourceclaimtemplates.resource.k8s.io":
         _default_claim_spec((new.get("spec") or {}).get("spec"))
     elif rtype.key == "pods":
         _default_pod_spec(new.setdefault("spec", {}))
+    elif rtype.group == ADMISSION:
+        webhook_config.set_defaults(new, mutating=rtype.kind.startswith("Mutating"))
 
 
 def prepare_update(rtype: ResourceType, old: JSON, new: JSON, subresource: str) -> JSON:
@@ -106,8 +112,9 @@ def prepare_update(rtype: ResourceType, old: JSON, new: JSON, subresource: str) 
         _keep(old, new, "status")
     if rtype.key == "namespaces":
         new["spec"] = old.get("spec", {})
-    _default_update(rtype, new)
-    if rtype.generation and new.get("spec") != old.get("spec"):
+    default_fields(rtype, new)
+    spec_key = "webhooks" if rtype.group == ADMISSION else "spec"
+    if rtype.generation and new.get(spec_key) != old.get(spec_key):
         meta["generation"] = int(old_meta.get("generation", 0)) + 1
     return new
 

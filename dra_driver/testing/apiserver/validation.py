@@ -13,7 +13,14 @@ from typing import Any, Final, cast
 
 import jsonschema
 
-from dra_driver.testing.apiserver import claim_rules, claim_status, core_rules, dra_rules, errors
+from dra_driver.testing.apiserver import (
+    claim_rules,
+    claim_status,
+    core_rules,
+    dra_rules,
+    errors,
+    webhook_config,
+)
 from dra_driver.testing.apiserver.errors import FieldError
 from dra_driver.testing.apiserver.gates import FeatureGates
 from dra_driver.testing.apiserver.normalize import Normalizer
@@ -33,6 +40,10 @@ CREATE_RULES: Final[dict[str, Rule]] = {
     "deviceclasses.resource.k8s.io": dra_rules.device_class,
     "resourceclaims.resource.k8s.io": claim_rules.resource_claim,
     "resourceclaimtemplates.resource.k8s.io": claim_rules.resource_claim_template,
+    "mutatingwebhookconfigurations.admissionregistration.k8s.io": webhook_config.validate_mutating,
+    "validatingwebhookconfigurations.admissionregistration.k8s.io": (
+        webhook_config.validate_validating
+    ),
 }
 UPDATE_RULES: Final[dict[str, UpdateRule]] = {
     "pods": core_rules.pod_update,
@@ -128,16 +139,27 @@ class Admission:
             raise decode_error(
                 rtype.kind, rtype.version, f"strict decoding error: {', '.join(listed)}"
             )
-        for parent_path, key in unknown:
-            parent: Any = obj
-            for part in parent_path:
-                parent = parent[part]
-            parent.pop(key, None)
+        _drop(obj, unknown)
         # Fields of disabled gates exist in the Go types, so they decode, then the strategy drops
         # them before validation; fields unknown to this release failed strict decoding above.
         self.gates.drop_disabled(rtype.key, obj, old)
         self._validate(rtype, obj, old, subresource, errs)
         return listed if field_validation == "Warn" else []
+
+    def drop_unknown(self, rtype: ResourceType, obj: JSON) -> None:
+        """Drop fields the schema does not declare, as a lenient (non-strict) decode does.
+
+        This is how the server decodes the result of a mutating webhook's patch.
+        """
+        unknown: list[tuple[list[Any], str]] = []
+        for error in self.schemas.iter_errors(rtype, obj):
+            if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+                declared = (error.schema if isinstance(error.schema, dict) else {}).get(
+                    "properties"
+                ) or {}
+                parts = list(error.absolute_path)
+                unknown.extend((parts, key) for key in error.instance if key not in declared)
+        _drop(obj, unknown)
 
     def _classify(
         self,
@@ -189,7 +211,14 @@ class Admission:
             errs += core_rules.object_meta(rtype, obj, old)
             rule = CREATE_RULES.get(rtype.key)
             if rule is not None:
-                errs += rule(obj, self.minor)
+                found = rule(obj, self.minor)
+                # A rule's Required error (with the server's detail) replaces the bare one the
+                # schema's "required" list gave for the same field.
+                covered = {e.field for e in found if e.type == "FieldValueRequired"}
+                errs[:] = [
+                    e for e in errs if not (e.type == "FieldValueRequired" and e.field in covered)
+                ]
+                errs += found
         if old is not None:
             table = STATUS_RULES if subresource == "status" else UPDATE_RULES
             update_rule = table.get(rtype.key)
@@ -198,3 +227,11 @@ class Admission:
         if errs:
             name = str((obj.get("metadata") or {}).get("name", ""))
             raise rtype.invalid(name, errs)
+
+
+def _drop(obj: JSON, unknown: list[tuple[list[Any], str]]) -> None:
+    for parent_path, key in unknown:
+        parent: Any = obj
+        for part in parent_path:
+            parent = parent[part]
+        parent.pop(key, None)

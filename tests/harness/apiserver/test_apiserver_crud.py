@@ -474,7 +474,12 @@ def test_discovery_documents(api_client: client.ApiClient) -> None:
     version = client.VersionApi(api_client).get_code()
     assert (version.major, version.minor, version.git_version) == ("1", "36", "v1.36.0")
     groups = {g.name for g in client.ApisApi(api_client).get_api_versions().groups}
-    assert groups == {"events.k8s.io", "coordination.k8s.io", "resource.k8s.io"}
+    assert groups == {
+        "events.k8s.io",
+        "coordination.k8s.io",
+        "resource.k8s.io",
+        "admissionregistration.k8s.io",
+    }
     resources = client.ResourceV1Api(api_client).get_api_resources()
     by_name = {r.name: r for r in resources.resources}
     assert by_name["resourceclaims"].namespaced is True
