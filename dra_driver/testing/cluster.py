@@ -41,6 +41,16 @@ _CREATE: Final[dict[str, tuple[str, str, bool]]] = {
     "ResourceClaim": ("ResourceV1Api", "namespaced_resource_claim", True),
     "ResourceClaimTemplate": ("ResourceV1Api", "namespaced_resource_claim_template", True),
     "ResourceSlice": ("ResourceV1Api", "resource_slice", False),
+    "MutatingWebhookConfiguration": (
+        "AdmissionregistrationV1Api",
+        "mutating_webhook_configuration",
+        False,
+    ),
+    "ValidatingWebhookConfiguration": (
+        "AdmissionregistrationV1Api",
+        "validating_webhook_configuration",
+        False,
+    ),
 }
 
 
