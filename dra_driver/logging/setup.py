@@ -13,6 +13,7 @@ import sys
 from typing import Final, TextIO
 
 import structlog
+import structlog.tracebacks
 from structlog.typing import Processor
 
 
@@ -77,7 +78,12 @@ def configure_logging(
     ]
     if isinstance(renderer, structlog.processors.JSONRenderer):
         # Tracebacks as structured frames: a multi-line string would break one-event-per-line.
-        shared.append(structlog.processors.dict_tracebacks)
+        # Never with local variables: they hold pod specs, env values and tokens.
+        shared.append(
+            structlog.processors.ExceptionRenderer(
+                structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+            )
+        )
     structlog.configure(
         processors=[*shared, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(levelno),

@@ -116,3 +116,18 @@ def test_unknown_level_is_refused_with_allowed_values() -> None:
         match="log level 'verbose' is not supported; allowed values: debug, info, warning, error",
     ):
         configure_logging(level="verbose")
+
+
+def test_json_tracebacks_never_carry_local_variables() -> None:
+    """An exception logged as JSON shows its frames but no locals, which may hold secrets."""
+    stream = io.StringIO()
+    configure_logging(level="info", fmt=LogFormat.JSON, stream=stream)
+    secret = "hunter2-s3cret"
+    try:
+        raise ValueError(f"boom {len(secret)}")
+    except ValueError:
+        get_logger("t").exception("failed")
+    event = json.loads(stream.getvalue().splitlines()[-1])
+    assert event["exception"][0]["exc_type"] == "ValueError"
+    assert event["exception"][0]["frames"]
+    assert secret not in stream.getvalue()
