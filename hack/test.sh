@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the project with its test and lint tools into .venv, then runs every quality gate:
 # ruff lint, ruff format, mypy --strict, and the pytest suite (import contracts, protos,
-# schema freshness included). Extra arguments are passed to pytest.
+# schema freshness, the Helm chart included). Extra arguments are passed to pytest.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -20,5 +20,7 @@ echo "==> ruff format --check"
 .venv/bin/ruff format --check .
 echo "==> mypy --strict dra_driver"
 .venv/bin/mypy --strict dra_driver
+echo "==> helm and kubectl for the chart tests (.tools/bin)"
+./hack/install-tools.sh
 echo "==> pytest"
 exec .venv/bin/pytest "$@"

@@ -1,0 +1,83 @@
+{{/*
+Names. The name prefix of every object is "fullname": the release name, plus the chart name
+unless the release name already contains it (`helm install gpushare ...` gives "gpushare").
+Cluster-scoped objects carry it too, so two releases never collide.
+*/}}
+{{- define "gpushare.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "gpushare.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains .Release.Name $name }}
+{{- .Release.Name | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "gpushare.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels on every object; "component" is added per component. */}}
+{{- define "gpushare.labels" -}}
+helm.sh/chart: {{ include "gpushare.chart" . }}
+{{ include "gpushare.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: gpushare-dra-driver
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "gpushare.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gpushare.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* Per-component object names. */}}
+{{- define "gpushare.controller.name" -}}{{ include "gpushare.fullname" . }}-controller{{- end }}
+{{- define "gpushare.plugin.name" -}}{{ include "gpushare.fullname" . }}-kubelet-plugin{{- end }}
+{{- define "gpushare.webhook.name" -}}{{ include "gpushare.fullname" . }}-webhook{{- end }}
+{{- define "gpushare.webhook.secret" -}}{{ include "gpushare.fullname" . }}-webhook-tls{{- end }}
+{{- define "gpushare.installer.name" -}}{{ include "gpushare.fullname" . }}-hami-core-installer{{- end }}
+
+{{/* The image of the driver's components. */}}
+{{- define "gpushare.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/*
+Names derived from the driver name, as dra_driver/api/driver.py derives them.
+*/}}
+{{- define "gpushare.leaseName" -}}{{ .Values.driverName }}-controller{{- end }}
+{{- define "gpushare.pluginDir" -}}{{ .Values.kubeletPlugin.kubeletDir }}/plugins/{{ .Values.driverName }}{{- end }}
+
+{{/*
+The label that keeps a pod (or a claim) away from the webhook. The chart's own pods carry it,
+so the driver never waits for its own webhook.
+*/}}
+{{- define "gpushare.webhookOptOutLabel" -}}{{ .Values.driverName }}/webhook{{- end }}
+
+{{/* Namespaces the webhooks never see. */}}
+{{- define "gpushare.webhook.namespaceSelector" -}}
+namespaceSelector:
+  matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values:
+        {{- range (uniq (concat (list .Release.Namespace "kube-system") .Values.webhook.excludeNamespaces)) }}
+        - {{ . | quote }}
+        {{- end }}
+{{- end }}
+
+{{/* The webhook is served (and the mutating gate installed) only when enabled. */}}
+{{- define "gpushare.gate.enabled" -}}
+{{- if and .Values.webhook.enabled .Values.gate.enabled }}true{{- end }}
+{{- end }}

@@ -1,0 +1,173 @@
+"""Render the Helm chart with the pinned helm, and look things up in what it rendered.
+
+helm is the binary `hack/install-tools.sh` puts in `.tools/bin/` (or `$HELM`). Without it the
+chart tests fail, naming the command that installs it: CI runs that script before pytest.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "gpushare-dra-driver"
+EXAMPLES = ROOT / "deploy" / "examples"
+INSTALL_TOOLS = ROOT / "hack" / "install-tools.sh"
+TOOLS_BIN = ROOT / ".tools" / "bin"
+
+RELEASE = "gpushare"
+NAMESPACE = "gpushare"
+DEFAULT_DRIVER = "gpushare.dra.dev"
+
+# The Kubernetes releases the driver supports; every rendered object must validate in each.
+KUBE_VERSIONS = ("1.34.0", "1.35.0", "1.36.0", "1.37.0")
+
+# Custom-resource kinds kubernetes-validate has no schema for; only these are not validated.
+CRD_KINDS = frozenset(
+    {
+        ("cert-manager.io/v1", "Issuer"),
+        ("cert-manager.io/v1", "Certificate"),
+        ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    }
+)
+
+# The values matrix rendered (once each per session) and validated for every version.
+MATRIX: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "webhook-off": {"webhook": {"enabled": False}},
+    "mps-backend": {"kubeletPlugin": {"backend": "mps"}},
+    "custom-driver-name": {"driverName": "gpu.example.com"},
+    "cert-manager": {
+        "webhook": {"certManager": {"enabled": True}},
+        "metrics": {"serviceMonitor": {"enabled": True}},
+    },
+    "all-options": {
+        "gate": {"enabled": False},
+        "hamiCore": {"installer": {"enabled": True}},
+        "kubeletPlugin": {"driverRoot": "/run/nvidia/driver", "runtimeClassName": "nvidia"},
+        "controller": {"replicas": 1, "leaderElection": {"enabled": False}},
+        "webhook": {
+            "certManager": {"enabled": True, "issuerRef": {"kind": "ClusterIssuer", "name": "ca"}}
+        },
+        "metrics": {"serviceMonitor": {"enabled": True}},
+        "imagePullSecrets": [{"name": "registry"}],
+    },
+}
+
+
+class HelmError(AssertionError):
+    """helm exited non-zero; the message carries its stderr."""
+
+
+def helm_binary() -> Path:
+    """Return the helm to use, or fail the test saying how to install it."""
+    configured = os.environ.get("HELM")
+    helm = Path(configured) if configured else TOOLS_BIN / "helm"
+    if not (helm.is_file() and os.access(helm, os.X_OK)):
+        pytest.fail(
+            f"helm not found at {helm}: run `bash hack/install-tools.sh` (hack/test.sh does) "
+            "or point $HELM at a helm binary",
+            pytrace=False,
+        )
+    return helm
+
+
+def run_helm(helm: Path, *args: str, values: Mapping[str, Any] | None = None) -> str:
+    """Run helm with ``args`` (and ``values`` as a values file); return stdout or raise."""
+    argv = [str(helm), *args]
+    stdin = None
+    if values:
+        argv += ["--values", "-"]
+        stdin = json.dumps(values)  # JSON is YAML
+    done = subprocess.run(argv, input=stdin, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise HelmError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
+    return done.stdout
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The objects of one `helm template`, and the text they came from."""
+
+    text: str
+    objects: tuple[dict[str, Any], ...] = field(default=())
+
+    @classmethod
+    def parse(cls, text: str) -> Rendered:
+        docs = tuple(d for d in yaml.safe_load_all(text) if d)
+        return cls(text, docs)
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [o for o in self.objects if o["kind"] == kind]
+
+    def one(self, kind: str, name: str | None = None) -> dict[str, Any]:
+        found = [o for o in self.of_kind(kind) if name is None or o["metadata"]["name"] == name]
+        assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+        return found[0]
+
+    def names(self, kind: str) -> list[str]:
+        return sorted(o["metadata"]["name"] for o in self.of_kind(kind))
+
+
+def render(helm: Path, values: Mapping[str, Any] | None = None, release: str = RELEASE) -> Rendered:
+    """Render the chart offline as `helm install <release> -n gpushare` would."""
+    return Rendered.parse(
+        run_helm(helm, "template", release, str(CHART), "--namespace", NAMESPACE, values=values)
+    )
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Return ``base`` with ``override`` merged in, maps recursively, as Helm merges values."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def validate(obj: Mapping[str, Any], version: str) -> None:
+    """Validate ``obj`` strictly for ``version``; raise kubernetes_validate.ValidationError.
+
+    Identical objects recur across the values matrix; each is validated once per version.
+    """
+    _validate_json(json.dumps(obj, sort_keys=True), version)
+
+
+@functools.cache
+def _validate_json(doc: str, version: str) -> None:
+    kubernetes_validate.validate(json.loads(doc), version, strict=True)
+
+
+def containers(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Return the containers of a Deployment's or DaemonSet's pod template."""
+    return list(workload["spec"]["template"]["spec"]["containers"])
+
+
+def env_of(container: Mapping[str, Any]) -> dict[str, Any]:
+    """Map env var name to its literal value, or to its ``valueFrom`` source."""
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
+
+
+def walk_strings(obj: object) -> Iterator[str]:
+    """Every string (keys included) inside a parsed YAML object."""
+    if isinstance(obj, str):
+        yield obj
+    elif isinstance(obj, Mapping):
+        for key, value in obj.items():
+            yield from walk_strings(key)
+            yield from walk_strings(value)
+    elif isinstance(obj, list):
+        for item in obj:
+            yield from walk_strings(item)

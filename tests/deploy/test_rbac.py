@@ -1,0 +1,299 @@
+"""RBAC is least privilege and matches the API calls the code makes, component by component.
+
+The table below maps every Kubernetes client method the deployed components call to the
+permission it needs. A test scans the components' modules for client calls, so a new call
+without an entry here fails; other tests check that the rendered Roles grant exactly what the
+table says, and nothing more.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deploy.chartkit import NAMESPACE, ROOT, Rendered
+from kubernetes import client
+
+Permission = tuple[str, str, str]
+"""(API group, resource or resource/subresource, verb)."""
+
+CORE, RESOURCE, COORDINATION = "", "resource.k8s.io", "coordination.k8s.io"
+
+# Client method -> permissions it needs. Every list_* of a deployed component feeds an
+# informer (k8s/informer.py), which lists then watches.
+CALLS: dict[str, frozenset[Permission]] = {
+    # The controller's informers, in controller/view.py.
+    "list_pod_for_all_namespaces": frozenset({(CORE, "pods", "list"), (CORE, "pods", "watch")}),
+    "list_node": frozenset({(CORE, "nodes", "list"), (CORE, "nodes", "watch")}),
+    "list_resource_claim_for_all_namespaces": frozenset(
+        {(RESOURCE, "resourceclaims", "list"), (RESOURCE, "resourceclaims", "watch")}
+    ),
+    "list_resource_slice": frozenset(
+        {(RESOURCE, "resourceslices", "list"), (RESOURCE, "resourceslices", "watch")}
+    ),
+    "list_device_class": frozenset(
+        {(RESOURCE, "deviceclasses", "list"), (RESOURCE, "deviceclasses", "watch")}
+    ),
+    # The controller's writes, in controller/writes.py.
+    "replace_namespaced_resource_claim": frozenset({(RESOURCE, "resourceclaims", "update")}),
+    "read_namespaced_resource_claim": frozenset({(RESOURCE, "resourceclaims", "get")}),
+    # Status writes need resourceclaims/binding too from 1.36 (dra-api.md §3.10).
+    "replace_namespaced_resource_claim_status": frozenset(
+        {
+            (RESOURCE, "resourceclaims/status", "update"),
+            (RESOURCE, "resourceclaims/binding", "update"),
+        }
+    ),
+    "replace_namespaced_pod": frozenset({(CORE, "pods", "update")}),
+    "read_namespaced_pod": frozenset({(CORE, "pods", "get")}),
+    # The controller's events, in k8s/events.py.
+    "create_namespaced_event": frozenset({(CORE, "events", "create")}),
+    # The webhook hosted by the controller, in webhook/cache.py.
+    "list_resource_claim_template_for_all_namespaces": frozenset(
+        {
+            (RESOURCE, "resourceclaimtemplates", "list"),
+            (RESOURCE, "resourceclaimtemplates", "watch"),
+        }
+    ),
+    "read_namespaced_resource_claim_template": frozenset(
+        {(RESOURCE, "resourceclaimtemplates", "get")}
+    ),
+    # The kubelet plugin, in kubeletplugin/publisher.py and plugin.py.
+    "create_resource_slice": frozenset({(RESOURCE, "resourceslices", "create")}),
+    "replace_resource_slice": frozenset({(RESOURCE, "resourceslices", "update")}),
+    "delete_resource_slice": frozenset({(RESOURCE, "resourceslices", "delete")}),
+    "read_node": frozenset({(CORE, "nodes", "get")}),
+    # /version is readable by every authenticated user (system:public-info-viewer).
+    "get_code": frozenset(),
+}
+
+# Leader election (k8s/leader.py) works on one Lease in the release namespace: a Role.
+LEASE_CALLS: dict[str, frozenset[Permission]] = {
+    "read_namespaced_lease": frozenset({(COORDINATION, "leases", "get")}),
+    "create_namespaced_lease": frozenset({(COORDINATION, "leases", "create")}),
+    "replace_namespaced_lease": frozenset({(COORDINATION, "leases", "update")}),
+}
+
+# The modules each deployed component runs (the webhook runs inside the controller).
+COMPONENT_MODULES = {
+    "controller": ["controller", "webhook", "k8s/events.py", "k8s/leader.py"],
+    "kubelet-plugin": ["kubeletplugin"],
+}
+
+API_CLASSES = (
+    client.CoreV1Api,
+    client.ResourceV1Api,
+    client.CoordinationV1Api,
+    client.VersionApi,
+)
+
+_METHOD = re.compile(r"\.((?:list|read|create|replace|patch|delete|get)_\w+)\b")
+
+
+def module_files(component: str) -> list[Path]:
+    files: list[Path] = []
+    for entry in COMPONENT_MODULES[component]:
+        path = ROOT / "dra_driver" / entry
+        files += sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    return files
+
+
+def client_calls(files: Iterable[Path]) -> set[str]:
+    """Kubernetes client methods named in ``files`` (attribute uses, called or passed on)."""
+    found = set()
+    for path in files:
+        for name in _METHOD.findall(path.read_text()):
+            if any(hasattr(api, name) for api in API_CLASSES):
+                found.add(name)
+    return found
+
+
+def needed(component: str, *, webhook: bool = True) -> tuple[set[Permission], set[Permission]]:
+    """(cluster-wide, lease) permissions the component's code needs, from the table."""
+    files = module_files(component)
+    if not webhook:
+        files = [f for f in files if "webhook" not in f.relative_to(ROOT).parts]
+    cluster: set[Permission] = set()
+    lease: set[Permission] = set()
+    for call in client_calls(files):
+        if call in LEASE_CALLS:
+            lease |= LEASE_CALLS[call]
+        else:
+            cluster |= CALLS[call]
+    return cluster, lease
+
+
+def granted(role: dict[str, Any]) -> set[Permission]:
+    return {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule.get("apiGroups", [])
+        for resource in rule.get("resources", [])
+        for verb in rule["verbs"]
+    }
+
+
+def all_roles(r: Rendered) -> list[dict[str, Any]]:
+    return r.of_kind("ClusterRole") + r.of_kind("Role")
+
+
+@pytest.mark.parametrize("component", sorted(COMPONENT_MODULES))
+def test_every_api_call_of_a_component_has_a_permission_entry(component: str) -> None:
+    """A client call the table does not know fails here, so RBAC cannot lag behind the code."""
+    calls = client_calls(module_files(component))
+    assert calls, f"no client call found for {component}: is the scan broken?"
+    unknown = calls - set(CALLS) - set(LEASE_CALLS)
+    assert unknown == set(), f"add these {component} calls to CALLS with their permissions"
+
+
+def test_scan_finds_the_calls_it_must() -> None:
+    """The scanner sees the known calls (a regex that matched nothing would pass vacuously)."""
+    assert {"replace_namespaced_resource_claim_status", "replace_namespaced_pod"} <= client_calls(
+        module_files("controller")
+    )
+    assert {"create_resource_slice", "read_node", "read_namespaced_resource_claim"} <= (
+        client_calls(module_files("kubelet-plugin"))
+    )
+
+
+@pytest.mark.parametrize("case", ["defaults", "webhook-off"])
+def test_controller_cluster_role_grants_exactly_what_the_code_needs(
+    rendered: Callable[[str], Rendered], case: str
+) -> None:
+    """The controller's ClusterRole equals the table's permissions for its calls, no more."""
+    r = rendered(case)
+    cluster, _ = needed("controller", webhook=case != "webhook-off")
+    assert granted(r.one("ClusterRole", "gpushare-controller")) == cluster
+
+
+def test_controller_lease_role_is_scoped_to_its_lease(rendered: Callable[[str], Rendered]) -> None:
+    """Leases only in the release namespace; get/update only on the Lease <driver>-controller."""
+    r = rendered("defaults")
+    _, lease = needed("controller")
+    role = r.one("Role", "gpushare-controller-leader-election")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert granted(role) == lease
+    for rule in role["rules"]:
+        if set(rule["verbs"]) & {"get", "update"}:
+            assert rule["resourceNames"] == ["gpushare.dra.dev-controller"]
+        else:
+            assert rule["verbs"] == ["create"]  # create cannot name its object
+    assert r.of_kind("Role") == [role]
+    assert rendered("all-options").of_kind("Role") == []  # no leader election, no Lease access
+
+
+def test_kubelet_plugin_cluster_role_grants_exactly_what_the_code_needs(
+    rendered: Callable[[str], Rendered],
+) -> None:
+    """The plugin's ClusterRole equals the table's permissions for the plugin's calls."""
+    cluster, lease = needed("kubelet-plugin")
+    assert lease == set()
+    role = rendered("defaults").one("ClusterRole", "gpushare-kubelet-plugin")
+    assert granted(role) == cluster
+
+
+def test_kubelet_plugin_cannot_touch_pods_or_claims_beyond_get(
+    rendered: Callable[[str], Rendered],
+) -> None:
+    """The plugin reads claims (get) and its Node, and writes only ResourceSlices."""
+    perms = granted(rendered("defaults").one("ClusterRole", "gpushare-kubelet-plugin"))
+    assert {p for p in perms if p[1].startswith("pods")} == set()
+    assert {p for p in perms if p[1].startswith("resourceclaims")} == {
+        (RESOURCE, "resourceclaims", "get")
+    }
+    writes = {p for p in perms if p[2] not in ("get", "list", "watch")}
+    assert {p[1] for p in writes} == {"resourceslices"}
+
+
+@pytest.mark.parametrize("case", ["defaults", "custom-driver-name", "all-options"])
+def test_only_the_controller_writes_claim_status(
+    rendered: Callable[[str], Rendered], case: str
+) -> None:
+    """resourceclaims/status and /binding writes are granted to the controller's role alone."""
+    writers = {
+        role["metadata"]["name"]
+        for role in all_roles(rendered(case))
+        for group, resource, verb in granted(role)
+        if resource in ("resourceclaims/status", "resourceclaims/binding", "resourceclaims/*")
+        and verb not in ("get", "list", "watch")
+    }
+    assert len(writers) == 1
+    assert writers.pop().endswith("-controller")
+
+
+@pytest.mark.parametrize("case", ["defaults", "all-options"])
+def test_no_rbac_rule_uses_a_wildcard(rendered: Callable[[str], Rendered], case: str) -> None:
+    """No verb, resource, API group or name in any rule is a wildcard."""
+    for role in all_roles(rendered(case)):
+        for rule in role["rules"]:
+            for key in ("verbs", "resources", "apiGroups", "resourceNames"):
+                assert not any("*" in item for item in rule.get(key, [])), (role, rule)
+            assert "nonResourceURLs" not in rule
+
+
+def test_each_binding_binds_its_own_service_account(rendered: Callable[[str], Rendered]) -> None:
+    """Each role is bound to its component's ServiceAccount in the release namespace only."""
+    r = rendered("defaults")
+    accounts = set(r.names("ServiceAccount"))
+    assert accounts == {"gpushare-controller", "gpushare-kubelet-plugin"}
+    bindings = r.of_kind("ClusterRoleBinding") + r.of_kind("RoleBinding")
+    assert len(bindings) == 3
+    for binding in bindings:
+        subject = binding["subjects"]
+        assert len(subject) == 1
+        assert subject[0]["kind"] == "ServiceAccount"
+        assert subject[0]["namespace"] == NAMESPACE
+        assert binding["roleRef"]["name"].startswith(subject[0]["name"])
+    workloads = {w["metadata"]["name"]: w for w in r.of_kind("Deployment") + r.of_kind("DaemonSet")}
+    assert workloads["gpushare-controller"]["spec"]["template"]["spec"]["serviceAccountName"] == (
+        "gpushare-controller"
+    )
+    plugin = workloads["gpushare-kubelet-plugin"]["spec"]["template"]["spec"]
+    assert plugin["serviceAccountName"] == "gpushare-kubelet-plugin"
+
+
+def test_installer_has_no_api_access(rendered: Callable[[str], Rendered]) -> None:
+    """The HAMi-core installer gets a ServiceAccount without token and no role at all."""
+    r = rendered("all-options")
+    account = r.one("ServiceAccount", "gpushare-hami-core-installer")
+    assert account["automountServiceAccountToken"] is False
+    pod = r.one("DaemonSet", "gpushare-hami-core-installer")["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    subjects = [
+        s["name"]
+        for b in r.of_kind("ClusterRoleBinding") + r.of_kind("RoleBinding")
+        for s in b["subjects"]
+    ]
+    assert "gpushare-hami-core-installer" not in subjects
+
+
+def test_admission_policy_pins_each_plugin_to_its_own_nodes_slices(
+    rendered: Callable[[str], Rendered],
+) -> None:
+    """The VAP applies to the plugin's ServiceAccount only and compares the token's node name."""
+    r = rendered("defaults")
+    policy = r.one("ValidatingAdmissionPolicy", "gpushare-kubelet-plugin-slices")["spec"]
+    assert policy["failurePolicy"] == "Fail"
+    (rule,) = policy["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["resourceslices"]
+    assert rule["apiGroups"] == [RESOURCE]
+    assert set(rule["operations"]) == {"CREATE", "UPDATE", "DELETE"}
+    (condition,) = policy["matchConditions"]
+    assert condition["expression"] == (
+        'request.userInfo.username == "system:serviceaccount:gpushare:gpushare-kubelet-plugin"'
+    )
+    variables = {v["name"]: v["expression"] for v in policy["variables"]}
+    assert (
+        "request.userInfo.extra[?'authentication.kubernetes.io/node-name']"
+        in (variables["userNodeName"])
+    )
+    assert "oldObject" in variables["slices"]  # DELETE and UPDATE check the stored slice too
+    checks = " ".join(v["expression"] for v in policy["validations"])
+    assert "s.spec.?nodeName.orValue('') == variables.userNodeName" in checks
+    assert 's.spec.driver == "gpushare.dra.dev"' in checks
+    binding = r.one("ValidatingAdmissionPolicyBinding", "gpushare-kubelet-plugin-slices")
+    assert binding["spec"]["policyName"] == "gpushare-kubelet-plugin-slices"
+    assert binding["spec"]["validationActions"] == ["Deny"]

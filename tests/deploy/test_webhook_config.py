@@ -1,0 +1,232 @@
+"""The webhook configurations, Service and TLS are what docs/webhook.md asks of the chart."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+from deploy.chartkit import CHART, NAMESPACE, Rendered, containers, env_of, render
+
+SERVICE = "gpushare-webhook"
+DNS_NAMES = [f"{SERVICE}.{NAMESPACE}.svc", f"{SERVICE}.{NAMESPACE}.svc.cluster.local"]
+
+
+def webhook(r: Rendered, kind: str) -> dict[str, Any]:
+    (hook,) = r.one(kind)["webhooks"]
+    return hook
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "path", "rule"),
+    [
+        (
+            "ValidatingWebhookConfiguration",
+            "validate.gpushare.dra.dev",
+            "/validate",
+            {
+                "apiGroups": ["resource.k8s.io"],
+                "apiVersions": ["v1"],
+                "operations": ["CREATE"],
+                "resources": ["resourceclaims", "resourceclaimtemplates"],
+                "scope": "Namespaced",
+            },
+        ),
+        (
+            "MutatingWebhookConfiguration",
+            "gate.gpushare.dra.dev",
+            "/mutate",
+            {
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "operations": ["CREATE"],
+                "resources": ["pods"],
+                "scope": "Namespaced",
+            },
+        ),
+    ],
+)
+def test_webhook_configuration_follows_the_documented_contract(
+    rendered: Callable[[str], Rendered], kind: str, name: str, path: str, rule: dict[str, Any]
+) -> None:
+    """Ignore, 5 s, no side effects, v1 reviews, CREATE only, service path, selectors."""
+    hook = webhook(rendered("defaults"), kind)
+    assert hook["name"] == name
+    assert hook["failurePolicy"] == "Ignore"
+    assert hook["timeoutSeconds"] == 5
+    assert hook["sideEffects"] == "None"
+    assert hook["admissionReviewVersions"] == ["v1"]
+    assert hook["matchPolicy"] == "Equivalent"
+    assert hook["rules"] == [rule]
+    assert hook["clientConfig"]["service"] == {
+        "name": SERVICE,
+        "namespace": NAMESPACE,
+        "path": path,
+        "port": 443,
+    }
+    (excluded,) = hook["namespaceSelector"]["matchExpressions"]
+    assert excluded["key"] == "kubernetes.io/metadata.name"
+    assert excluded["operator"] == "NotIn"
+    assert set(excluded["values"]) == {NAMESPACE, "kube-system"}
+    assert hook["objectSelector"]["matchExpressions"] == [
+        {"key": "gpushare.dra.dev/webhook", "operator": "NotIn", "values": ["disabled"]}
+    ]
+    if kind == "MutatingWebhookConfiguration":
+        assert hook["reinvocationPolicy"] == "IfNeeded"
+
+
+def test_chart_pods_are_never_sent_to_the_webhook(rendered: Callable[[str], Rendered]) -> None:
+    """Every pod template of the chart carries the opt-out label the objectSelector excludes."""
+    r = rendered("all-options")
+    workloads = r.of_kind("Deployment") + r.of_kind("DaemonSet")
+    assert len(workloads) == 3
+    for workload in workloads:
+        labels = workload["spec"]["template"]["metadata"]["labels"]
+        assert labels["gpushare.dra.dev/webhook"] == "disabled"
+
+
+def test_webhook_service_reaches_the_controller_webhook_port(
+    rendered: Callable[[str], Rendered],
+) -> None:
+    """Service 443 -> the controller's named port `webhook`, which is WEBHOOK_PORT."""
+    r = rendered("defaults")
+    service = r.one("Service", SERVICE)
+    (port,) = service["spec"]["ports"]
+    assert (port["port"], port["targetPort"]) == (443, "webhook")
+    deployment = r.one("Deployment")
+    assert service["spec"]["selector"].items() <= (
+        deployment["spec"]["template"]["metadata"]["labels"].items()
+    )
+    container = containers(deployment)[0]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    env = env_of(container)
+    assert env["WEBHOOK_ENABLED"] == "true"
+    assert str(ports["webhook"]) == env["WEBHOOK_PORT"] == "9443"
+    probe = container["readinessProbe"]["httpGet"]
+    assert probe == {"path": "/readyz", "port": "webhook", "scheme": "HTTPS"}
+
+
+def mounted_secret(r: Rendered) -> str:
+    """Return the Secret mounted where TLS_CERT_FILE and TLS_KEY_FILE point (a dir mount)."""
+    deployment = r.one("Deployment")
+    container = containers(deployment)[0]
+    env = env_of(container)
+    directory = str(Path(env["TLS_CERT_FILE"]).parent)
+    assert str(Path(env["TLS_KEY_FILE"]).parent) == directory
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == directory]
+    assert "subPath" not in mount  # rotations must reach the pod
+    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+    (volume,) = [v for v in volumes if v["name"] == mount["name"]]
+    return str(volume["secret"]["secretName"])
+
+
+def decode(data: dict[str, str], key: str) -> bytes:
+    return base64.b64decode(data[key])
+
+
+def test_self_signed_pair_is_consistent(rendered: Callable[[str], Rendered]) -> None:
+    """caBundle is the Secret's CA, which signed a serving certificate for the Service names."""
+    r = rendered("defaults")
+    secret = r.one("Secret")
+    assert secret["type"] == "kubernetes.io/tls"
+    assert mounted_secret(r) == secret["metadata"]["name"]
+    ca_pem = decode(secret["data"], "ca.crt")
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        assert base64.b64decode(webhook(r, kind)["clientConfig"]["caBundle"]) == ca_pem
+    ca = x509.load_pem_x509_certificate(ca_pem)
+    cert = x509.load_pem_x509_certificate(decode(secret["data"], "tls.crt"))
+    assert cert.issuer == ca.subject
+    public_key = ca.public_key()
+    assert isinstance(public_key, rsa.RSAPublicKey | ec.EllipticCurvePublicKey)
+    if isinstance(public_key, rsa.RSAPublicKey):
+        assert cert.signature_hash_algorithm is not None
+        public_key.verify(
+            cert.signature,
+            cert.tbs_certificate_bytes,
+            padding.PKCS1v15(),
+            cert.signature_hash_algorithm,
+        )
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sorted(names.get_values_for_type(x509.DNSName)) == sorted(DNS_NAMES)
+    assert b"PRIVATE KEY" in decode(secret["data"], "tls.key")
+
+
+def test_self_signed_pair_is_kept_across_upgrades() -> None:
+    """The template reads the existing Secret (lookup) and reuses its pair before generating."""
+    template = (CHART / "templates" / "webhook.yaml").read_text()
+    lookup = template.index('lookup "v1" "Secret" .Release.Namespace $secretName')
+    generate = template.index("genCA")
+    assert lookup < generate
+    assert '$caBundle = index $existing.data "ca.crt"' in template
+
+
+def test_cert_manager_issues_and_injects(rendered: Callable[[str], Rendered]) -> None:
+    """With cert-manager: a Certificate into the mounted Secret, CA injected, no caBundle."""
+    r = rendered("cert-manager")
+    assert r.of_kind("Secret") == []
+    certificate = r.one("Certificate", SERVICE)
+    assert certificate["metadata"]["namespace"] == NAMESPACE
+    assert certificate["spec"]["secretName"] == mounted_secret(r)
+    assert certificate["spec"]["dnsNames"] == DNS_NAMES
+    issuer = r.one("Issuer")
+    assert issuer["spec"] == {"selfSigned": {}}
+    assert certificate["spec"]["issuerRef"] == {
+        "name": issuer["metadata"]["name"],
+        "kind": "Issuer",
+    }
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        config = r.one(kind)
+        assert config["metadata"]["annotations"] == {
+            "cert-manager.io/inject-ca-from": f"{NAMESPACE}/{SERVICE}"
+        }
+        assert "caBundle" not in webhook(r, kind)["clientConfig"]
+
+
+def test_cert_manager_can_use_an_existing_issuer(rendered: Callable[[str], Rendered]) -> None:
+    """issuerRef names the user's (Cluster)Issuer; the chart then creates none."""
+    r = rendered("all-options")
+    assert r.of_kind("Issuer") == []
+    assert r.one("Certificate")["spec"]["issuerRef"] == {"name": "ca", "kind": "ClusterIssuer"}
+
+
+def test_webhook_off_removes_every_webhook_piece(rendered: Callable[[str], Rendered]) -> None:
+    """webhook.enabled=false: no configurations, Service, TLS; the controller serves none."""
+    r = rendered("webhook-off")
+    kinds = {o["kind"] for o in r.objects}
+    assert not kinds & {
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+        "Secret",
+        "Certificate",
+    }
+    assert SERVICE not in r.names("Service")
+    container = containers(r.one("Deployment"))[0]
+    env = env_of(container)
+    assert env["WEBHOOK_ENABLED"] == "false"
+    assert "TLS_CERT_FILE" not in env
+    assert "webhook" not in {p["name"] for p in container["ports"]}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+
+
+def test_gate_off_keeps_validation_only(helm: Path) -> None:
+    """gate.enabled=false drops the mutating webhook and keeps the validating one."""
+    r = render(helm, {"gate": {"enabled": False}})
+    assert r.of_kind("MutatingWebhookConfiguration") == []
+    assert webhook(r, "ValidatingWebhookConfiguration")["name"] == "validate.gpushare.dra.dev"
+
+
+def test_webhook_policy_values_reach_both_configurations(helm: Path) -> None:
+    """failurePolicy, timeout and extra excluded namespaces are configurable, for both hooks."""
+    r = render(
+        helm,
+        {"webhook": {"failurePolicy": "Fail", "timeoutSeconds": 3, "excludeNamespaces": ["ops"]}},
+    )
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        hook = webhook(r, kind)
+        assert (hook["failurePolicy"], hook["timeoutSeconds"]) == ("Fail", 3)
+        values = hook["namespaceSelector"]["matchExpressions"][0]["values"]
+        assert set(values) == {NAMESPACE, "kube-system", "ops"}
