@@ -63,7 +63,8 @@ def _effective(
             ).effective()
         except ConfigError as exc:
             raise ClaimError(f"invalid config: {exc}") from exc
-        if effective is not None and current != effective:
+        # Placement is the controller's business; the node enforces only these three.
+        if effective is not None and _enforced(current) != _enforced(effective):
             raise ClaimError(
                 "the requests of one claim must share isolation, priority and backend; "
                 f"request {result['request']} differs"
@@ -72,6 +73,10 @@ def _effective(
     if effective is None:
         raise ClaimError(f"the allocation has no devices of driver {names.driver}")
     return effective
+
+
+def _enforced(config: EffectiveConfig) -> tuple[object, ...]:
+    return (config.isolation, config.priority, config.backend)
 
 
 def _checked_results(allocation: Object) -> list[Object]:

@@ -137,7 +137,7 @@ class Admission:
             path=spec_path,
             names=self._names,
             classes=self._cluster.device_classes(),
-            limits=self._cluster.limits(),
+            limits=Limits() if _generated_for_pod(obj) else self._cluster.limits(),
         )
         if not errors:
             return review.allowed(request.uid), "allowed"
@@ -179,3 +179,14 @@ def _failure(status: HTTPStatus, message: str, kind: str) -> Outcome:
         HTTPStatus.SERVICE_UNAVAILABLE: "unavailable",
     }.get(status, "error")
     return Outcome(int(status), f"{message}\n".encode(), kind, result)
+
+
+def _generated_for_pod(obj: Mapping[str, Any]) -> bool:
+    """Whether a claim was generated from a template for a pod.
+
+    Its template passed the same checks when it was created. Checking it again against the
+    cards published now would refuse it while a node restarts (its slices are gone for a
+    while), and the pod would wait on kube-controller-manager's retry backoff.
+    """
+    references = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(r.get("kind") == "Pod" and r.get("controller") for r in references)

@@ -92,20 +92,48 @@ def validate_claim_spec(
         )
         for field, class_name in foreign
     ]
-    policies: dict[str, tuple[str, set[EffectiveConfig]]] = {}
-    undecided: set[str] = set()
+    enforced: list[tuple[_Entry, tuple[object, ...]]] = []
+    cluster_errors: dict[str, list[list[str]]] = {}
     for entry in ours:
-        entry_errors, effective = _check_entry(entry, configs, names, limits)
+        entry_errors, against_cluster, effective = _check_entry(entry, configs, names, limits)
         errors += entry_errors
-        request = parent_request(entry.result)
-        _, known = policies.setdefault(request, (entry.where.rpartition(".")[0], set()))
-        if effective is None:
-            undecided.add(request)
-        else:
-            known.add(effective)
-    return errors + _policy_conflicts(
-        {request: policy for request, policy in policies.items() if request not in undecided}
-    )
+        cluster_errors.setdefault(parent_request(entry.result), []).append(against_cluster)
+        if effective is not None:
+            enforced.append((entry, _enforced(effective)))
+    # The controller skips a firstAvailable alternative the cluster cannot hold and takes the
+    # next: refuse a request on the cluster's cards only when no alternative fits them.
+    for per_alternative in cluster_errors.values():
+        if all(per_alternative):
+            errors += [error for alternative in per_alternative for error in alternative]
+    return errors + _policy_conflicts(enforced)
+
+
+def _enforced(config: EffectiveConfig) -> tuple[object, ...]:
+    """Return what the kubelet plugin enforces per claim; placement is only the controller's."""
+    return (config.isolation, config.priority, config.backend)
+
+
+def _policy_conflicts(enforced: Sequence[tuple[_Entry, tuple[object, ...]]]) -> list[str]:
+    """Refuse a claim whose devices could end up with different policies.
+
+    The kubelet plugin enforces one isolation, priority and backend per claim, and the
+    controller may pick any firstAvailable alternative: so every alternative of every request
+    must agree, not merely some combination of them.
+    """
+    if not enforced:
+        return []
+    first, policy = enforced[0]
+    return [
+        invalid(
+            entry.where,
+            quote(entry.result),
+            "must have the same isolation, priority and backend as "
+            f"{quote(first.result)}: all the devices of one claim share one policy; use one "
+            "claim per policy",
+        )
+        for entry, other in enforced[1:]
+        if other != policy
+    ]
 
 
 def _claim_configs(
@@ -160,8 +188,12 @@ def _class_configs(entry: _Entry, names: DriverNames) -> tuple[list[GpuShareConf
 
 def _check_entry(
     entry: _Entry, configs: Sequence[_ClaimConfig], names: DriverNames, limits: Limits
-) -> tuple[list[str], EffectiveConfig | None]:
-    """Return the entry's errors and its effective config (``None`` if a config is invalid)."""
+) -> tuple[list[str], list[str], EffectiveConfig | None]:
+    """Return the entry's errors, its errors against the cluster's cards, and its config.
+
+    The second list depends on what the cluster has now (the largest card, the most cards on
+    a node); the config is ``None`` when a config entry is invalid.
+    """
     class_configs, class_errors = _class_configs(entry, names)
     errors = list(class_errors)
     fields = entry.entry
@@ -177,12 +209,14 @@ def _check_entry(
         except cel.CelCompileError as exc:
             field = f"{entry.where}.selectors[{index}].cel.expression"
             errors.append(invalid(field, quote(expression), str(exc)))
-    amounts, capacity_errors = check_capacity(fields, entry.where, names, limits)
+    amounts, capacity_errors = check_capacity(fields, entry.where, names, Limits())
     errors += capacity_errors
+    _, with_limits = check_capacity(fields, entry.where, names, limits)
+    cluster_errors = [error for error in with_limits if error not in capacity_errors]
     exact = (fields.get("allocationMode") or "ExactCount") == "ExactCount"
     count = int(fields.get("count") or 1) if exact else 0
     if limits.most_cards is not None and count > limits.most_cards:
-        errors.append(
+        cluster_errors.append(
             invalid(
                 f"{entry.where}.count",
                 str(count),
@@ -192,7 +226,7 @@ def _check_entry(
         )
     applicable = [c.config for c in configs if applies_to(c.requests, entry.result)]
     if class_errors or any(config is None for config in applicable):
-        return errors, None
+        return errors, cluster_errors, None
     effective = merge_configs(
         [*class_configs, *(config for config in applicable if config is not None)]
     ).effective()
@@ -206,32 +240,4 @@ def _check_entry(
         )
         if problem is not None:
             errors.append(f"{entry.where}: {_FORBIDDEN}: {problem}")
-    return errors, effective
-
-
-def _policy_conflicts(policies: Mapping[str, tuple[str, set[EffectiveConfig]]]) -> list[str]:
-    """Refuse requests whose policies can never agree: the kubelet plugin needs one per claim.
-
-    Each request may have several possible policies (one per ``firstAvailable`` alternative);
-    the claim is fine as long as one policy is possible for all of them.
-    """
-    errors: list[str] = []
-    common: set[EffectiveConfig] | None = None
-    first = ""
-    for request, (where, known) in policies.items():
-        if common is None:
-            common, first = set(known), request
-            continue
-        if common & known:
-            common &= known
-            continue
-        errors.append(
-            invalid(
-                where,
-                quote(request),
-                "must have the same isolation, priority, placement and backend as request "
-                f"{quote(first)}: all the devices of one claim share one policy; use one "
-                "claim per policy",
-            )
-        )
-    return errors
+    return errors, cluster_errors, effective

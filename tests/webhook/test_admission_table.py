@@ -149,6 +149,21 @@ CLAIM_CASES = [
         ),
     ),
     validate(
+        "claim-generated-for-a-pod-is-not-checked-against-the-cards-published-now",
+        {
+            **one(capacity={"memory": "100Gi"}),
+            "metadata": {
+                "name": "p-gpu",
+                "namespace": "default",
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u", "controller": True}
+                ],
+            },
+        },
+        # Its template was checked at creation; the 100Gi node may just be restarting.
+        ALLOWED,
+    ),
+    validate(
         "memory-unchecked-without-slices",
         one(capacity={"memory": "100Gi", "cores": "20"}, count=9),
         ALLOWED,
@@ -327,13 +342,24 @@ CLAIM_CASES = [
             )
         ),
         denied(
-            'spec.devices.requests[1]: Invalid value: "b": must have the same isolation, '
-            'priority, placement and backend as request "a": all the devices of one claim share '
-            "one policy; use one claim per policy"
+            'spec.devices.requests[1].exactly: Invalid value: "b": must have the same '
+            'isolation, priority and backend as "a": all the devices of one claim share one '
+            "policy; use one claim per policy"
         ),
     ),
     validate(
-        "first-available-alternatives-agreeing-on-a-policy",
+        "requests-differing-only-in-placement",
+        claim(
+            claim_spec(
+                request("a", capacity={"cores": "10"}),
+                request("b", capacity={"cores": "10"}),
+                configs=[config(["a"], placement="spread"), config(["b"], placement="binpack")],
+            )
+        ),
+        ALLOWED,
+    ),
+    validate(
+        "first-available-alternatives-with-different-policies",
         claim(
             claim_spec(
                 {
@@ -346,25 +372,52 @@ CLAIM_CASES = [
                 request("b", device_class=f"offline.{DRIVER}"),
             )
         ),
-        ALLOWED,
+        # The controller may take either alternative, so both must match request b's policy.
+        denied(
+            'spec.devices.requests[0].firstAvailable[1]: Invalid value: "a/off": must have the '
+            'same isolation, priority and backend as "a/on": all the devices of one claim '
+            "share one policy; use one claim per policy",
+            'spec.devices.requests[1].exactly: Invalid value: "b": must have the same '
+            'isolation, priority and backend as "a/on": all the devices of one claim share one '
+            "policy; use one claim per policy",
+        ),
     ),
     validate(
-        "first-available-alternative-asking-too-much",
+        "first-available-alternative-asking-too-much-is-skipped",
         claim(
             claim_spec(
                 {
                     "name": "gpu",
                     "firstAvailable": [
-                        {"name": "big", **exactly(capacity={"memory": "40Gi"})},
                         {"name": "huge", **exactly(capacity={"memory": "160Gi"})},
+                        {"name": "big", **exactly(capacity={"memory": "40Gi"})},
+                    ],
+                }
+            )
+        ),
+        # The controller skips an alternative no card can hold and takes the next one.
+        ALLOWED,
+    ),
+    validate(
+        "every-first-available-alternative-asking-too-much",
+        claim(
+            claim_spec(
+                {
+                    "name": "gpu",
+                    "firstAvailable": [
+                        {"name": "huge", **exactly(capacity={"memory": "160Gi"})},
+                        {"name": "many", **exactly(count=8)},
                     ],
                 }
             )
         ),
         denied(
-            "spec.devices.requests[0].firstAvailable[1].capacity.requests[memory]: Invalid "
+            "spec.devices.requests[0].firstAvailable[0].capacity.requests[memory]: Invalid "
             f'value: "160Gi": must be at most 80Gi, the memory of the largest {DRIVER} card in '
-            "the cluster"
+            "the cluster",
+            "spec.devices.requests[0].firstAvailable[1].count: Invalid value: 8: must be at "
+            f"most 4: no node in the cluster has more {DRIVER} cards, and a pod's devices are "
+            "all on one node",
         ),
     ),
     validate(
