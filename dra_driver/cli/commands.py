@@ -16,11 +16,13 @@ from dra_driver.k8s.errors import ApiError
 from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.kubeletplugin import plugin
 from dra_driver.kubeletplugin.settings import KubeletPluginSettings
+from dra_driver.logging import configure_logging
 from dra_driver.metrics.settings import ObservabilitySettings
 from dra_driver.plan import command as plan_command
 from dra_driver.plan.errors import PlanInputError
 from dra_driver.plan.settings import PlanSettings
-from dra_driver.settings import OutputSettings
+from dra_driver.settings import CommonSettings, OutputSettings
+from dra_driver.simulate.settings import SimulateSettings
 from dra_driver.webhook import run as webhook_run
 from dra_driver.webhook.settings import WebhookSettings
 
@@ -34,17 +36,23 @@ EXIT_USAGE: Final = 2
 _REPORTED_DISTRIBUTIONS: Final = ("kubernetes", "grpcio", "protobuf", "nvidia-ml-py", "structlog")
 
 
-def simulate_preview(invocation: Invocation) -> int:
-    """Stand-in for ``simulate`` until the fake cluster lands: explain what it will show."""
-    names = invocation.names
-    print(  # noqa: T201
-        f"gpushare-dra {__version__}: the built-in cluster simulation is not available in "
-        "this version yet.\n"
-        f"When it is, this command will run the six acceptance scenarios (whole-card, "
-        f"sharing, placement, isolation, online-offline, bad-input) for driver "
-        f"{names.driver!r} on fake GPUs and print where each pod landed."
+def simulate(invocation: Invocation) -> int:
+    """Run the scenarios (or ``--apply``) on a fake cluster; exit 1 if one fails, 2 bad input.
+
+    The components log to stderr at ``error`` unless ``--log-level`` / ``LOG_LEVEL`` says
+    otherwise: the progress lines and the report are what this command is for.
+    """
+    # Imported here: the simulation pulls in the whole test harness, which no other
+    # subcommand needs at start-up.
+    from dra_driver.simulate import command as simulate_command  # noqa: PLC0415
+
+    common = invocation.settings(CommonSettings)
+    given = isinstance(getattr(invocation.namespace, "log_level", None), str)
+    if not given and not invocation.environ.get("LOG_LEVEL"):
+        configure_logging(level="error", fmt=common.log_format)
+    return simulate_command.run(
+        invocation.names, invocation.settings(SimulateSettings), sys.stdout, sys.stderr
     )
-    return 0
 
 
 def _distribution_version(name: str) -> str:

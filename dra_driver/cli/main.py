@@ -20,6 +20,7 @@ from dra_driver.logging import bind, configure_logging
 from dra_driver.metrics.settings import ObservabilitySettings
 from dra_driver.plan.settings import PlanSettings
 from dra_driver.settings import CommonSettings, OutputSettings
+from dra_driver.simulate.settings import SimulateSettings
 from dra_driver.webhook.settings import WebhookSettings
 
 PROG: Final = "gpushare-dra"
@@ -73,9 +74,10 @@ COMMANDS: Final = (
     ),
     Command(
         "simulate",
-        "run the acceptance scenarios on a built-in fake cluster with fake GPUs",
-        (),
-        commands.simulate_preview,
+        "run the driver on a fake cluster with fake GPUs: the acceptance scenarios, or your "
+        "manifests",
+        (SimulateSettings,),
+        commands.simulate,
     ),
     Command(
         "plan",

@@ -124,19 +124,21 @@ def test_controller_with_webhook_enabled_refuses_a_missing_certificate(
     assert str(cert) in err
 
 
-def test_simulate_preview_succeeds(capsys: pytest.CaptureFixture[str]) -> None:
-    """simulate exits 0 and names the six acceptance scenarios it will run."""
-    assert main(["simulate"], environ={}) == 0
-    out = capsys.readouterr().out
-    for scenario in (
-        "whole-card",
-        "sharing",
-        "placement",
-        "isolation",
-        "online-offline",
-        "bad-input",
-    ):
-        assert scenario in out
+def test_simulate_runs_a_scenario_with_quiet_components(capsys: pytest.CaptureFixture[str]) -> None:
+    """simulate --scenario sharing passes; at the default level no component logs reach stderr."""
+    assert main(["simulate", "--scenario", "sharing"], environ={}) == 0
+    captured = capsys.readouterr()
+    assert "PASS  sharing: all 3 expectations held" in captured.out
+    assert "RESULT PASS: 1 of 1 scenarios passed" in captured.out
+    assert all(line.startswith("[") for line in captured.err.splitlines()), captured.err
+
+
+def test_simulate_refuses_an_unknown_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    """An unknown --scenario exits 2 naming the six scenarios and all."""
+    assert main(["simulate", "--scenario", "everything"], environ={}) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gpushare-dra simulate: error: --scenario: invalid value 'everything'")
+    assert "whole-card, sharing, placement, isolation, online-offline, bad-input, all" in err
 
 
 def test_missing_subcommand_is_a_usage_error() -> None:

@@ -1,0 +1,41 @@
+"""Settings of the simulation (``gpushare-dra simulate``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from dra_driver.nvml.inventory import BUILTIN_INVENTORIES
+from dra_driver.settings import flag
+
+SCENARIO_NAMES = ("whole-card", "sharing", "placement", "isolation", "online-offline", "bad-input")
+DEFAULT_INVENTORY = "qgpu-runbook"
+
+
+@dataclasses.dataclass(frozen=True)
+class SimulateSettings:
+    """Simulation on a fake cluster."""
+
+    inventory: str = flag(
+        DEFAULT_INVENTORY,
+        "fake GPU inventory YAML, or a built-in one: "
+        + ", ".join(BUILTIN_INVENTORIES)
+        + " (the scenarios' expectations are written for qgpu-runbook)",
+    )
+    scenario: str | None = flag(
+        None,
+        "acceptance scenario to run, or all (the default unless --apply is given)",
+        choices=(*SCENARIO_NAMES, "all"),
+    )
+    apply: Path | None = flag(
+        None,
+        "run your own manifests instead (Pods, Deployments, StatefulSets, ReplicaSets, Jobs, "
+        "ResourceClaimTemplates, ResourceClaims, DeviceClasses) and report where they land",
+    )
+    policy: str | None = flag(
+        None,
+        "placement at every level for shares whose config sets none; default: the "
+        "controller's (online spread, offline binpack, nodes binpack)",
+        choices=("binpack", "spread"),
+    )
+    output: str = flag("table", "output format", choices=("table", "json"), short="-o")

@@ -1,0 +1,51 @@
+"""Fixtures for the simulation's tests: one simulated cluster per module, real or fake."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from simulate.kit import NAMES, FullRun, simulation_dirs
+
+from dra_driver.controller.settings import ControllerSettings
+from dra_driver.nvml.inventory import builtin_inventory
+from dra_driver.simulate.runner import Runner
+from dra_driver.simulate.stack import Stack
+from dra_driver.testing.controlplane import e2e_bin_dir as configured_bin_dir
+
+
+@pytest.fixture(scope="module")
+def e2e_bin_dir() -> Path | None:
+    """Real control-plane binaries from GPUSHARE_E2E_BIN_DIR, or None for the fake server."""
+    return configured_bin_dir()
+
+
+@pytest.fixture(scope="module")
+def runner(e2e_bin_dir: Path | None) -> Iterator[Runner]:
+    """Yield a runner on the qgpu-runbook cluster with the real components, stopped after."""
+    inventory = builtin_inventory("qgpu-runbook")
+    settings = ControllerSettings(leader_elect=False)
+    with Stack(NAMES, inventory, settings, bin_dir=e2e_bin_dir) as stack:
+        yield Runner(stack, NAMES, lambda _: None)
+
+
+@pytest.fixture(scope="session")
+def full_run(tmp_path_factory: pytest.TempPathFactory) -> FullRun:
+    """Run ``gpushare-dra simulate --scenario all`` as a fresh process, outside the checkout."""
+    before = simulation_dirs()
+    environ = {k: v for k, v in os.environ.items() if k not in ("LOG_LEVEL", "LOG_FORMAT")}
+    result = subprocess.run(
+        [sys.executable, "-m", "dra_driver", "simulate", "--scenario", "all"],
+        cwd=tmp_path_factory.mktemp("elsewhere"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**environ, "PYTHONUNBUFFERED": "1"},
+        check=False,
+    )
+    leftovers = simulation_dirs() - before
+    return FullRun(result.returncode, result.stdout, result.stderr, leftovers)

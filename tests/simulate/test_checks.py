@@ -1,0 +1,124 @@
+"""Expectations on hand-made snapshots: each says what was expected and what it saw instead."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from dra_driver.simulate.cards import Card
+from dra_driver.simulate.checks import (
+    DifferentCards,
+    PodIs,
+    Refused,
+    SameCard,
+    StepFacts,
+    Undisturbed,
+)
+from dra_driver.simulate.observe import PodFact, ShareFact, Snapshot
+
+GIB = 1024**3
+CARD_0 = Card(
+    "node-2", "gpu-0", "GPU-aaaaaaaa-1", "0000:00:08.0", Fraction(100), Fraction(15 * GIB)
+)
+CARD_1 = Card(
+    "node-2", "gpu-1", "GPU-bbbbbbbb-2", "0000:00:09.0", Fraction(100), Fraction(15 * GIB)
+)
+
+
+def running(name: str, card: Card | None = CARD_0, cores: int = 40, **env: str) -> PodFact:
+    share = ShareFact(f"ns/{name}-gpu", "gpu", card, Fraction(cores), Fraction(5 * GIB),
+                      "burst-share", "online", f"uid-{name}")  # fmt: skip
+    return PodFact("ns", name, f"Pod/{name}", "Running", "node-2", None, (share,), {"c": env})
+
+
+def facts(*pods: PodFact, before: Snapshot | None = None, **refused: str) -> StepFacts:
+    return StepFacts(
+        Snapshot(pods, ()), before, {k.replace("__", "/"): v for k, v in refused.items()}
+    )
+
+
+def test_pod_is_holds_when_everything_matches() -> None:
+    """Phase, node, share, config and the listed variables all match: no failure."""
+    check = PodIs("a", "Running", "node-2", "40", "5Gi", "burst-share", "online",
+                  env={"CUDA_DEVICE_SM_LIMIT_0": "40"})  # fmt: skip
+    assert check.failures(facts(running("a", CUDA_DEVICE_SM_LIMIT_0="40"))) == []
+
+
+def test_pod_is_names_each_difference() -> None:
+    """A wrong node, cores and variable are each reported with the value seen."""
+    check = PodIs("a", "Running", "node-1", cores="30", env={"CUDA_DEVICE_SM_LIMIT_0": "30"})
+    assert check.failures(facts(running("a", CUDA_DEVICE_SM_LIMIT_0="40"))) == [
+        "pod a: expected on node node-1, got node-2",
+        "pod a: expected 30 cores, got 40",
+        "pod a: expected CUDA_DEVICE_SM_LIMIT_0=30, got CUDA_DEVICE_SM_LIMIT_0=40",
+    ]
+
+
+def test_pod_is_reports_a_wrong_phase_with_the_reason() -> None:
+    """A pod expected to run that waits is reported with why it waits."""
+    waiting = PodFact("ns", "a", "Pod/a", "Pending", None, "no card with 100 cores", (), {})
+    assert PodIs("a", "Running").failures(facts(waiting)) == [
+        "pod a: expected Running, got Pending (no card with 100 cores)"
+    ]
+    assert PodIs("b", "Running").failures(facts(waiting)) == [
+        "pod b: expected Running, but there is no such pod"
+    ]
+
+
+def test_pod_is_checks_the_pending_reason() -> None:
+    """The reason must contain the expected words."""
+    waiting = PodFact("ns", "a", "Pod/a", "Pending", None, "a claim is being deleted", (), {})
+    assert PodIs("a", "Pending", reason="no card").failures(facts(waiting)) == [
+        "pod a: expected the reason to say 'no card', got 'a claim is being deleted'"
+    ]
+
+
+def test_same_card_and_different_cards() -> None:
+    """Two pods on one card pass SameCard and fail DifferentCards, naming the cards."""
+    together = facts(running("a"), running("b"))
+    apart = facts(running("a"), running("b", CARD_1))
+    assert SameCard(("a", "b")).failures(together) == []
+    assert DifferentCards(("a", "b")).failures(apart) == []
+    assert SameCard(("a", "b")).failures(apart) == [
+        "expected a, b on one card, got a on node-2/gpu-0 (0000:00:08.0), "
+        "b on node-2/gpu-1 (0000:00:09.0)"
+    ]
+    assert DifferentCards(("a", "b")).failures(together) == [
+        "expected a, b on different cards, got a on node-2/gpu-0 (0000:00:08.0), "
+        "b on node-2/gpu-0 (0000:00:08.0)"
+    ]
+
+
+def test_same_card_fails_for_an_unplaced_pod() -> None:
+    """A pod without a card never counts as sharing one."""
+    assert SameCard(("a", "b")).failures(facts(running("a"), running("b", None))) != []
+
+
+def test_refused_needs_the_field_and_the_words() -> None:
+    """A created object, or a refusal that does not name the field, fails."""
+    check = Refused("ResourceClaim/x", "spec.devices.config[0]", "Unknown field")
+    good = "admission webhook denied: spec.devices.config[0].opaque.parameters.y: Unknown field"
+    assert check.failures(facts(ResourceClaim__x=good)) == []
+    assert check.failures(facts()) == [
+        "expected ResourceClaim/x to be refused at creation, but it was created"
+    ]
+    assert check.failures(facts(ResourceClaim__x="quota exceeded")) == [
+        "ResourceClaim/x was refused, but the message lacks 'spec.devices.config[0]' and "
+        "'Unknown field': quota exceeded"
+    ]
+
+
+def test_undisturbed_compares_with_the_step_before() -> None:
+    """Same share and environment: undisturbed; a moved share or a new env is reported."""
+    before = Snapshot((running("a", X="1"),), ())
+    assert Undisturbed("a").failures(facts(running("a", X="1"), before=before)) == []
+    moved = Undisturbed("a").failures(facts(running("a", CARD_1, X="1"), before=before))
+    assert moved == [
+        "pod a: was disturbed: its share moved: a on node-2/gpu-0 (0000:00:08.0) before, "
+        "a on node-2/gpu-1 (0000:00:09.0) now"
+    ]
+    assert Undisturbed("a").failures(facts(running("a", X="2"), before=before)) == [
+        "pod a: was disturbed: its containers' environment changed"
+    ]
+    assert Undisturbed("a").failures(facts(before=before)) == [
+        "pod a: was disturbed: Running before, gone now"
+    ]

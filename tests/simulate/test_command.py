@@ -1,0 +1,260 @@
+"""``gpushare-dra simulate`` as a command: exit status, report formats, --apply, cleanliness."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from simulate.kit import NAMES, FullRun, simulation_dirs
+
+from dra_driver.api import Placement
+from dra_driver.simulate import command
+from dra_driver.simulate import runner as runner_module
+from dra_driver.simulate.command import controller_settings, examples_dir
+from dra_driver.simulate.progress import Progress
+from dra_driver.simulate.runner import Runner
+from dra_driver.simulate.settings import SimulateSettings
+from dra_driver.simulate.stack import Stack, StackError
+
+APPLY = """
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: half}
+spec:
+  spec:
+    devices:
+      requests:
+      - {name: gpu, exactly: {deviceClassName: gpushare.dra.dev,
+                              capacity: {requests: {cores: "50", memory: 7Gi}}}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: greedy}
+spec:
+  spec:
+    devices:
+      requests:
+      - {name: gpu, exactly: {deviceClassName: gpushare.dra.dev,
+                              capacity: {requests: {cores: "150"}}}}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: web}
+spec:
+  replicas: 3
+  template:
+    spec:
+      nodeSelector: {kubernetes.io/hostname: node-1}
+      resourceClaims: [{name: gpu, resourceClaimTemplateName: half}]
+      containers: [{name: app, image: app, resources: {claims: [{name: gpu}]}}]
+"""
+
+
+class Captured:
+    """A simulate run in this process: exit status and what it printed."""
+
+    def __init__(self, settings: SimulateSettings, **options: Any) -> None:
+        self.stdout, self.stderr = io.StringIO(), io.StringIO()
+        self.status = command.run(NAMES, settings, self.stdout, self.stderr, **options)
+
+    @property
+    def out(self) -> str:
+        return self.stdout.getvalue()
+
+    @property
+    def err(self) -> str:
+        return self.stderr.getvalue()
+
+
+@pytest.fixture
+def clean_process() -> Iterator[None]:
+    """Fail the test if it leaves a thread running or a simulation directory on disk."""
+    threads, directories = set(threading.enumerate()), simulation_dirs()
+    yield
+    deadline = time.monotonic() + 5
+    while set(threading.enumerate()) - threads and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [t.name for t in set(threading.enumerate()) - threads] == []
+    assert simulation_dirs() - directories == set()
+
+
+def test_all_scenarios_pass_as_a_fresh_process_and_leave_nothing(full_run: FullRun) -> None:
+    """--scenario all exits 0 with six PASS lines and removes its temporary directory."""
+    assert full_run.returncode == 0, full_run.stderr
+    assert "RESULT PASS: 6 of 6 scenarios passed" in full_run.stdout
+    for name in ("whole-card", "sharing", "placement", "isolation", "online-offline", "bad-input"):
+        assert f"PASS  {name}: all " in full_run.stdout
+    assert full_run.leftovers == set()
+
+
+def test_progress_goes_to_stderr_as_plain_lines_off_a_terminal(full_run: FullRun) -> None:
+    """Off a terminal every step is one line on stderr; no component logs at the default level."""
+    lines = full_run.stderr.splitlines()
+    assert lines[0].endswith("] starting the fake API server with 2 nodes")
+    assert any(line.endswith("] placement: 2/3 placement: spread: the replicas on different "
+                             "cards of node-2") for line in lines)  # fmt: skip
+    assert all(line.startswith("[") and "\r" not in line for line in lines)
+    assert "starting" not in full_run.stdout
+
+
+def test_one_scenario_in_process_stops_every_thread(clean_process: None) -> None:
+    """A run leaves no thread of the API server, kubelets, plugins, webhook or controller."""
+    run = Captured(SimulateSettings(scenario="sharing"))
+    assert run.status == 0, run.err
+    assert "PASS  sharing: all 3 expectations held" in run.out
+    assert "whole-card" not in run.out
+
+
+def test_json_report_has_the_documented_keys(clean_process: None) -> None:
+    """-o json is one document with the keys render.py documents, refusals included."""
+    run = Captured(SimulateSettings(scenario="bad-input", output="json"))
+    assert run.status == 0, run.err
+    report = json.loads(run.out)
+    assert list(report) == [
+        "kind",
+        "driver",
+        "inventory",
+        "policy",
+        "passed",
+        "seconds",
+        "scenarios",
+    ]
+    assert (report["kind"], report["passed"]) == ("Simulation", True)
+    assert report["policy"] == {"online": "spread", "offline": "binpack", "node": "binpack"}
+    (scenario,) = report["scenarios"]
+    assert list(scenario) == ["name", "title", "manifest", "passed", "seconds", "steps"]
+    assert scenario["manifest"] == "deploy/examples/bad-input.yaml"
+    first, second = scenario["steps"]
+    assert list(first) == ["title", "actions", "pods", "refused", "cards", "expectations"]
+    (pod,) = first["pods"]
+    assert list(pod) == ["namespace", "name", "owner", "phase", "node", "reason", "shares", "env"]
+    assert list(pod["shares"][0]) == [
+        "claim", "request", "node", "device", "uuid", "pciBusID",
+        "cores", "memory", "isolation", "priority",
+    ]  # fmt: skip
+    assert pod["env"]["server"]["CUDA_DEVICE_MEMORY_LIMIT_0"] == "5120m"
+    assert pod["env"]["server"]["GPUSHARE_CORES_0"] == "30"
+    assert first["cards"][0] == {
+        "node": "node-1", "device": "gpu-0", "uuid": "GPU-26975e32-62e5-543b-ac29-e97c231c6291",
+        "pciBusID": "0000:00:08.0", "shares": 1, "whole": False,
+        "cores": {"used": "30", "total": "100"}, "memory": {"used": "5Gi", "total": "15Gi"},
+    }  # fmt: skip
+    assert second["refused"][0]["object"] == "ResourceClaimTemplate/too-much-memory"
+    assert all(e["passed"] and e["failures"] == [] for e in second["expectations"])
+    assert len(second["expectations"]) == 5
+
+
+def test_apply_reports_a_users_manifest(tmp_path: Path, clean_process: None) -> None:
+    """--apply places a StatefulSet's pods, shows a refusal and who waits, and exits 0."""
+    manifest = tmp_path / "mine.yaml"
+    manifest.write_text(APPLY)
+    run = Captured(SimulateSettings(apply=manifest))
+    assert run.status == 0, run.err
+    assert f"== apply: {manifest} " in run.out
+    lines = run.out.splitlines()
+    assert any(
+        line.startswith("web-0  Running  node-1  GPU-26975e32 0000:00:08.0  50") for line in lines
+    )
+    assert any(line.startswith("web-1  Running  node-1") for line in lines)
+    assert any(line.startswith("web-2  Pending  -") for line in lines)
+    assert "no card with 50 cores, 7Gi memory free" in run.out.replace("\n      ", " ")
+    assert "REFUSED ResourceClaimTemplate/greedy" in run.out
+    assert "node-1/gpu-0 0000:00:08.0  GPU-26975e32  2       100/100  14Gi/15Gi" in run.out
+    assert "RESULT" not in run.out
+
+
+def test_unusable_input_exits_2_before_starting(tmp_path: Path, clean_process: None) -> None:
+    """An unknown inventory, a missing manifest or --apply with --scenario: exit 2, no start."""
+    for settings, error in (
+        (SimulateSettings(inventory="nowhere"), "nowhere"),
+        (SimulateSettings(apply=tmp_path / "gone.yaml"), "gone.yaml: cannot read"),
+        (SimulateSettings(apply=tmp_path, scenario="sharing"), "give --scenario or --apply"),
+    ):
+        run = Captured(settings)
+        assert run.status == 2
+        assert run.err.startswith("gpushare-dra simulate: error: ")
+        assert error in run.err
+        assert run.out == ""
+
+
+def test_a_failed_expectation_exits_1_and_explains(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_process: None
+) -> None:
+    """A manifest that no longer does what the scenario expects: FAIL with what happened."""
+    monkeypatch.setattr(runner_module, "CHECK_SECONDS", 0.2)
+    examples = tmp_path / "examples"
+    shutil.copytree(examples_dir(), examples)
+    sharing = examples / "sharing.yaml"
+    sharing.write_text(sharing.read_text().replace('cores: "40"', 'cores: "50"'))
+    run = Captured(SimulateSettings(scenario="sharing"), examples=examples)
+    assert run.status == 1
+    assert "FAIL  sharing: 1 of 3 expectations failed" in run.out
+    assert "- step 1: pod infer-a-0: expected CUDA_DEVICE_SM_LIMIT_0=40, got" in run.out
+    assert "- step 1: pod infer-a-0: expected 40 cores, got 50" in run.out
+    assert "RESULT FAIL: 0 of 1 scenarios passed" in run.out
+
+
+def test_ctrl_c_stops_everything_and_exits_130(
+    monkeypatch: pytest.MonkeyPatch, clean_process: None
+) -> None:
+    """KeyboardInterrupt mid-run still stops every component and removes the directory."""
+
+    def interrupted(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Runner, "run", interrupted)
+    run = Captured(SimulateSettings(scenario="sharing"))
+    assert run.status == 130
+    assert "interrupted; everything it started is stopped" in run.err
+    assert run.out == ""
+
+
+def test_a_cluster_that_cannot_start_exits_1(
+    monkeypatch: pytest.MonkeyPatch, clean_process: None
+) -> None:
+    """A start-up failure is reported as the simulated cluster failing, exit status 1."""
+
+    def broken(self: Stack, deadline: float) -> None:
+        raise StackError("timed out waiting for the controller")
+
+    monkeypatch.setattr(Stack, "_start", broken)
+    run = Captured(SimulateSettings(scenario="sharing"))
+    assert run.status == 1
+    assert "the simulated cluster failed: timed out waiting for the controller" in run.err
+
+
+def test_policy_sets_every_level_of_the_controller() -> None:
+    """--policy spread sets online, offline and node placement; none keeps the defaults."""
+    spread = controller_settings(SimulateSettings(policy="spread"))
+    assert (spread.gpu_placement_online, spread.gpu_placement_offline, spread.node_placement) == (
+        Placement.SPREAD, Placement.SPREAD, Placement.SPREAD,
+    )  # fmt: skip
+    default = controller_settings(SimulateSettings())
+    assert (default.gpu_placement_online, default.node_placement, default.leader_elect) == (
+        Placement.SPREAD, Placement.BINPACK, False,
+    )  # fmt: skip
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_rewrites_one_line_on_a_terminal() -> None:
+    """On a terminal each update replaces the line, and closing clears it."""
+    stream = _Terminal()
+    progress = Progress(stream)
+    progress("first")
+    progress("second")
+    progress.close()
+    written = stream.getvalue()
+    assert written.count("\r\033[K") == 3
+    assert "\n" not in written
+    assert written.endswith("] second\r\033[K")

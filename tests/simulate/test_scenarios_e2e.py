@@ -1,0 +1,206 @@
+"""The six acceptance scenarios end to end: the real components on the harness.
+
+Each test runs a scenario exactly as ``gpushare-dra simulate`` does and then asserts, on the
+report itself, the facts the scenario is about: where each pod landed (card UUID and PCI bus
+ID), what it consumed, what its container is told and why a pod waits. With
+GPUSHARE_E2E_BIN_DIR set, the same tests run against a real control plane.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dra_driver.simulate import runner as runner_module
+from dra_driver.simulate.cards import Card
+from dra_driver.simulate.checks import PodIs
+from dra_driver.simulate.command import examples_dir
+from dra_driver.simulate.manifests import load_manifest
+from dra_driver.simulate.observe import PodFact, ShareFact
+from dra_driver.simulate.runner import Runner, ScenarioReport
+from dra_driver.simulate.scenarios import (
+    BAD_INPUT,
+    ISOLATION,
+    ONLINE_OFFLINE,
+    PLACEMENT,
+    SCENARIOS,
+    SHARING,
+    WHOLE_CARD,
+    Scenario,
+    Step,
+)
+from dra_driver.simulate.settings import SCENARIO_NAMES
+
+GIB = 1024**3
+NODE1_CARD = "GPU-26975e32-62e5-543b-ac29-e97c231c6291"
+NODE2_CARD0 = "GPU-4b56cb71-7424-5684-9f9d-6b522f839e9e"
+NODE2_CARD1 = "GPU-fb98fefd-d57a-5152-aa06-0fa05bc5be92"
+
+
+def run(runner: Runner, scenario: Scenario) -> ScenarioReport:
+    manifest = load_manifest(examples_dir() / scenario.manifest)
+    report = runner.run(scenario, manifest, scenario.name)
+    failures = [f for step in report.steps for f in step.failures]
+    assert report.passed, failures
+    return report
+
+
+def pod(report: ScenarioReport, step: int, name: str) -> PodFact:
+    found = report.steps[step - 1].snapshot.pod(name)
+    assert found is not None, f"no pod {name} after step {step}"
+    return found
+
+
+def share(fact: PodFact) -> ShareFact:
+    (only,) = fact.shares
+    return only
+
+
+def card(fact: PodFact) -> Card:
+    found = share(fact).card
+    assert found is not None, f"pod {fact.name} has no card"
+    return found
+
+
+def test_the_scenarios_are_the_six_of_the_design() -> None:
+    """The scenario names are DESIGN.md §2's six, in order, and the CLI offers exactly them."""
+    assert [s.name for s in SCENARIOS] == list(SCENARIO_NAMES)
+    assert [s.manifest for s in SCENARIOS] == [f"{name}.yaml" for name in SCENARIO_NAMES]
+
+
+def test_whole_card(runner: Runner) -> None:
+    """No request takes all of node-1's card; the second pod waits, then runs when it is free."""
+    report = run(runner, WHOLE_CARD)
+    first, waiting = pod(report, 1, "train-1-0"), pod(report, 1, "train-2-0")
+    assert (first.phase, first.node, first.owner) == ("Running", "node-1", "Job/train-1")
+    assert (card(first).uuid, card(first).pci_bus_id) == (NODE1_CARD, "0000:00:08.0")
+    assert (share(first).cores, share(first).memory) == (100, 15 * GIB)
+    assert first.env["trainer"]["CUDA_DEVICE_MEMORY_LIMIT_0"] == "15360m"
+    assert first.env["trainer"]["CUDA_DEVICE_SM_LIMIT_0"] == "100"
+    assert (waiting.phase, waiting.node, waiting.env) == ("Pending", None, {})
+    assert share(waiting).card is None
+    assert waiting.reason is not None
+    assert "request gpu: no card with 100 cores, 15Gi memory free" in waiting.reason
+    assert "(closest: node-1/gpu-0 has 0 cores, 0 memory free)" in waiting.reason
+    node1 = report.steps[0].snapshot.cards[0]
+    assert (node1.card.node, node1.shares, node1.cores, node1.memory) == (
+        "node-1",
+        1,
+        100,
+        15 * GIB,
+    )
+    assert pod(report, 2, "train-1-0").phase == "Succeeded"
+    runs = pod(report, 2, "train-2-0")
+    assert (runs.phase, card(runs)) == ("Running", card(first))
+    assert runs.env["trainer"]["CUDA_DEVICE_MEMORY_LIMIT_0"] == "15360m"
+
+
+def test_sharing(runner: Runner) -> None:
+    """5Gi/40 and 5Gi/30 run at once on node-1's card, each told 5120 MiB and its cores."""
+    report = run(runner, SHARING)
+    a, b = pod(report, 1, "infer-a-0"), pod(report, 1, "infer-b-0")
+    assert card(a) == card(b)
+    assert card(a).uuid == NODE1_CARD
+    assert (share(a).cores, share(a).memory) == (40, 5 * GIB)
+    assert (share(b).cores, share(b).memory) == (30, 5 * GIB)
+    for fact, cores in ((a, "40"), (b, "30")):
+        env = fact.env["server"]
+        assert env["CUDA_DEVICE_MEMORY_LIMIT_0"] == "5120m"
+        assert env["CUDA_DEVICE_SM_LIMIT_0"] == cores
+        assert env["GPUSHARE_MEMORY_BYTES_0"] == str(5 * GIB)
+        assert env["GPUSHARE_DEVICE_UUIDS"] == NODE1_CARD
+        assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    use = report.steps[0].snapshot.cards[0]
+    assert (use.shares, use.whole, use.cores, use.memory) == (2, False, 70, 10 * GIB)
+
+
+def test_placement(runner: Runner) -> None:
+    """binpack: one PCI bus ID for both; spread: two; cores 100 alone: 100 cores and 15Gi."""
+    report = run(runner, PLACEMENT)
+    packed = {card(pod(report, 1, f"infer-binpack-{i}")).pci_bus_id for i in (0, 1)}
+    assert packed == {"0000:00:08.0"}
+    assert [c.shares for c in report.steps[0].snapshot.cards] == [0, 2, 0]
+    assert report.steps[1].snapshot.pod("infer-binpack-0") is None
+    spread = [card(pod(report, 2, f"infer-spread-{i}")) for i in (0, 1)]
+    assert [c.uuid for c in spread] == [NODE2_CARD0, NODE2_CARD1]
+    assert [c.pci_bus_id for c in spread] == ["0000:00:08.0", "0000:00:09.0"]
+    trainer = pod(report, 3, "trainer")
+    assert (trainer.node, card(trainer).uuid) == ("node-1", NODE1_CARD)
+    assert (share(trainer).cores, share(trainer).memory) == (100, 15 * GIB)
+    assert trainer.env["trainer"]["CUDA_DEVICE_MEMORY_LIMIT_0"] == "15360m"
+
+
+def test_isolation(runner: Runner) -> None:
+    """force, default and disable for fixed-share, burst-share and best-effort; memory capped."""
+    report = run(runner, ISOLATION)
+    expected = {"fixed-share": "force", "burst-share": "default", "best-effort": "disable"}
+    for name, policy in expected.items():
+        fact = pod(report, 1, name)
+        env = fact.env["worker"]
+        assert env["GPU_CORE_UTILIZATION_POLICY"] == policy
+        assert env["GPUSHARE_ISOLATION"] == name
+        assert env["CUDA_DEVICE_MEMORY_LIMIT_0"] == "4096m"
+        assert env["CUDA_DEVICE_SM_LIMIT_0"] == "30"
+        assert (share(fact).isolation, card(fact).uuid) == (name, NODE1_CARD)
+
+
+def test_online_offline(runner: Runner) -> None:
+    """online and offline on one card: CUDA_TASK_PRIORITY 0 and 1, 5120m and 8192m."""
+    report = run(runner, ONLINE_OFFLINE)
+    online, offline = pod(report, 1, "infer-0"), pod(report, 1, "batch-0")
+    assert card(online) == card(offline)
+    assert (share(online).priority, share(offline).priority) == ("online", "offline")
+    assert online.env["server"]["CUDA_TASK_PRIORITY"] == "0"
+    assert offline.env["worker"]["CUDA_TASK_PRIORITY"] == "1"
+    assert online.env["server"]["CUDA_DEVICE_MEMORY_LIMIT_0"] == "5120m"
+    assert offline.env["worker"]["CUDA_DEVICE_MEMORY_LIMIT_0"] == "8192m"
+    assert (share(online).cores + share(offline).cores) == 100
+
+
+def test_bad_input(runner: Runner) -> None:
+    """Four bad objects are refused naming their field; the running pod is untouched."""
+    report = run(runner, BAD_INPUT)
+    before, after = pod(report, 1, "infer-0"), pod(report, 2, "infer-0")
+    assert after == before
+    assert after.phase == "Running"
+    refused = report.steps[1].refused
+    assert list(refused) == [
+        "ResourceClaimTemplate/too-much-memory",
+        "ResourceClaim/bad-isolation",
+        "ResourceClaimTemplate/unknown-field",
+        "ResourceClaimTemplate/too-large",
+    ]
+    webhook = 'admission webhook "validate.gpushare.dra.dev" denied the request: '
+    assert refused["ResourceClaimTemplate/too-much-memory"] == (
+        webhook + "spec.spec.devices.requests[0].exactly.capacity.requests[memory]: "
+        'Invalid value: "16Gi": must be at most 15Gi, the memory of the largest '
+        "gpushare.dra.dev card in the cluster"
+    )
+    assert refused["ResourceClaim/bad-isolation"].startswith(
+        webhook + 'spec.devices.config[0].opaque.parameters.isolation: Unsupported value: "fast"'
+    )
+    assert refused["ResourceClaimTemplate/unknown-field"].startswith(
+        webhook + "spec.spec.devices.config[0].opaque.parameters.priorty: Unknown field"
+    )
+    assert (
+        "spec.spec.devices.config[0].opaque.parameters: Too long"
+        in (refused["ResourceClaimTemplate/too-large"])
+    )
+    assert [c.shares for c in report.steps[1].snapshot.cards] == [1, 0, 0]
+
+
+def test_a_failed_expectation_is_reported_with_what_happened(
+    runner: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An expectation that does not hold fails the scenario and says what was seen instead."""
+    monkeypatch.setattr(runner_module, "CHECK_SECONDS", 0.2)
+    wrong = Scenario(
+        "wrong",
+        "sharing, expecting the wrong share",
+        SHARING.manifest,
+        (Step("apply", SHARING.steps[0].actions, (PodIs("infer-a-0", "Running", cores="50"),)),),
+    )
+    report = runner.run(wrong, load_manifest(examples_dir() / SHARING.manifest), "wrong")
+    assert not report.passed
+    assert report.steps[0].failures == ["pod infer-a-0: expected 50 cores, got 40"]
+    # It cleaned up after itself: the next scenario finds every card free.
+    assert all(use.shares == 0 for use in runner.ops.observer.snapshot([], {}).cards)
