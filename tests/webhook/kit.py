@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import base64
-import datetime
-import ipaddress
 import json
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from controller.kit import card, node, slices_of
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from dra_driver.api import DriverNames
 from dra_driver.api.classes import default_device_classes, device_class
+from dra_driver.simulate.certs import write_self_signed
 from dra_driver.webhook.capacity import Limits, limits_from_slices
 
 Object = dict[str, Any]
@@ -213,33 +209,5 @@ class FakeCluster:
 
 def write_certificate(directory: Path, name: str = "tls") -> tuple[Path, Path, bytes]:
     """Write a fresh self-signed pair for 127.0.0.1; return the files and the DER certificate."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"webhook-{name}")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([
-                x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))
-            ]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )  # fmt: skip
-    cert_file, key_file = directory / f"{name}.crt", directory / f"{name}.key"
-    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_file, key_file, certificate.public_bytes(serialization.Encoding.DER)
+    cert_file, key_file = write_self_signed(directory, name)
+    return cert_file, key_file, ssl.PEM_cert_to_DER_cert(cert_file.read_text())
