@@ -41,6 +41,9 @@ ReadinessCheck = Callable[[], str | None]
 
 class _TlsServer(ThreadingHTTPServer):
     daemon_threads = True
+    # The default backlog of 5 drops SYNs in a burst of API-server connections, and each
+    # dropped one waits a second for the retransmit.
+    request_queue_size = socket.SOMAXCONN
     allow_reuse_address = True
 
     def __init__(

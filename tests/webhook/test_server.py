@@ -28,6 +28,7 @@ from webhook.kit import (
     write_certificate,
 )
 
+from dra_driver.webhook import server as server_module
 from dra_driver.webhook.admission import Admission
 from dra_driver.webhook.metrics import WebhookMetrics
 from dra_driver.webhook.server import MAX_BODY_BYTES, WebhookServer
@@ -242,3 +243,9 @@ def test_review_with_a_partial_body_ends_the_connection_quietly(served: Served) 
         tls.sendall(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
     status, body, _ = call(served, "POST", "/mutate", review(pod()))
     assert (status, json.loads(body)["response"]["allowed"]) == (200, True)
+
+
+def test_the_listen_backlog_holds_a_burst_of_connections() -> None:
+    """The server listens with the system's largest backlog, not http.server's 5."""
+    assert server_module._TlsServer.request_queue_size == socket.SOMAXCONN
+    assert socket.SOMAXCONN > 5
