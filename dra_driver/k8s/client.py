@@ -12,13 +12,18 @@ class ClientConfigError(RuntimeError):
     """No usable credentials: neither a readable kubeconfig nor an in-cluster service account."""
 
 
-def new_api_client(settings: KubeClientSettings) -> client.ApiClient:
+def new_api_client(settings: KubeClientSettings, *, retries: bool = True) -> client.ApiClient:
     """Return an API client from ``--kubeconfig``, else from the Pod's service account.
 
     Each call builds its own configuration object, never the library-global default, so two
     clients in one process (the simulator runs several components) cannot affect each other.
+    ``retries=False`` turns off urllib3's own retries (three by default): a caller with a
+    deadline (the webhook answers within the API server's timeout) must see a timeout once,
+    not four times over.
     """
     configuration = client.Configuration()
+    if not retries:
+        configuration.retries = False
     # The kubernetes config loaders carry no type annotations, hence the ignores below.
     try:
         if settings.kubeconfig:

@@ -94,7 +94,9 @@ def serve(
     webhook's own port as well.
     """
     try:
-        api_client = new_api_client(kube)
+        # No client-side retries: a live read on a cache miss must fit in the API server's
+        # webhook timeout; the informers retry on their own.
+        api_client = new_api_client(kube, retries=False)
     except ClientConfigError as exc:
         raise WebhookConfigError(str(exc)) from exc
     try:

@@ -30,6 +30,7 @@ from webhook.kit import (
     write_certificate,
 )
 
+from dra_driver.k8s.client import new_api_client
 from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.metrics.settings import ObservabilitySettings
 from dra_driver.testing.apiserver import FakeApiServer
@@ -224,3 +225,42 @@ def test_run_without_credentials_exits_2(tmp_path: Path) -> None:
         NAMES, _settings(tmp_path), kube, ObservabilitySettings(metrics_port=-1), threading.Event()
     )
     assert status == webhook_run.EXIT_CONFIG
+
+
+def test_a_hung_api_server_costs_one_read_timeout_not_four(tmp_path: Path) -> None:
+    """The webhook's client does not retry a timed-out live read: one attempt, not four."""
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(16)
+    hung.settimeout(0.1)
+    attempts: list[socket.socket] = []
+    done = threading.Event()
+
+    def accept() -> None:
+        while not done.is_set():
+            try:
+                attempts.append(hung.accept()[0])  # never answered
+            except OSError:
+                continue
+
+    acceptor = threading.Thread(target=accept)
+    acceptor.start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{hung.getsockname()[1]}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    api_client = new_api_client(KubeClientSettings(kubeconfig=str(kubeconfig)), retries=False)
+    try:
+        assert ClusterCache(api_client, NAMES).fetch_template("default", "t") is None
+        # urllib3's default would open a connection per retry: four attempts, about 8 s.
+        assert len(attempts) == 1
+    finally:
+        done.set()
+        acceptor.join()
+        for connection in attempts:
+            connection.close()
+        api_client.close()
+        hung.close()
