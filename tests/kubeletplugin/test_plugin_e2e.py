@@ -5,12 +5,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
-import os
-import signal
-import subprocess
-import sys
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +22,7 @@ from dra_driver.cdi import validate_spec
 from dra_driver.k8s import raw
 from dra_driver.nvml.inventory import load_inventory
 from dra_driver.testing.cluster import FakeCluster
+from dra_driver.testing.processes import start_plugin
 
 # Two cards whose NVML index order is the reverse of their PCI bus order: limits must follow
 # the bus order (the CUDA ordinal with CUDA_DEVICE_ORDER=PCI_BUS_ID), never the host index.
@@ -45,7 +41,7 @@ nodes:
 
 
 class Plugin:
-    """A running ``gpushare-dra kubelet-plugin`` process for node-a."""
+    """A running ``gpushare-dra kubelet-plugin`` process for node-a, with its gRPC endpoint."""
 
     def __init__(
         self, cluster: FakeCluster, inventory: Path, env: dict[str, str] | None = None
@@ -54,45 +50,21 @@ class Plugin:
         self.plugin_dir = dirs.plugins / DRIVER
         self.cdi_root = dirs.cdi
         self.socket = self.plugin_dir / "dra.sock"
-        self.log = cluster.work_dir / f"plugin-{uuid.uuid4().hex[:8]}.log"
-        argv = [
-            sys.executable, "-m", "dra_driver", "kubelet-plugin",
-            "--node-name", "node-a",
-            "--kubeconfig", str(cluster.kubeconfig()),
-            "--gpu-inventory", str(inventory),
-            "--plugin-registry-dir", str(dirs.registry),
-            "--plugin-dir", str(self.plugin_dir),
-            "--cdi-root", str(dirs.cdi),
-            "--metrics-port", "-1",
-            "--log-format", "json",
-        ]  # fmt: skip
-        with self.log.open("a") as log:
-            self.process = subprocess.Popen(
-                argv,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-            )
+        self.component = start_plugin(cluster, "node-a", inventory, env=env)
+        self.log = self.component.log
 
     def wait_serving(self, timeout: float = 20) -> None:
-        deadline = time.monotonic() + timeout
-        # Its own start-up line, not the socket: a killed predecessor leaves its socket behind.
-        while '"plugin.started"' not in self.log.read_text():
-            assert self.process.poll() is None, self.log.read_text()
-            assert time.monotonic() < deadline, self.log.read_text()
-            time.sleep(0.05)
+        self.component.wait_ready(timeout)
 
     def stub(self) -> tuple[grpc.Channel, dra_grpc.DRAPluginStub]:
         channel = grpc.insecure_channel(f"unix://{self.socket}")
         return channel, dra_grpc.DRAPluginStub(channel)
 
     def terminate(self) -> int:
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(20)
+        return self.component.terminate()
 
     def kill(self) -> None:
-        self.process.kill()
-        self.process.wait(20)
+        self.component.kill()
 
 
 @pytest.fixture

@@ -1,0 +1,56 @@
+"""What every benchmark under hack/bench shares: percentiles, the machine, the final JSON line.
+
+Each benchmark prints a human-readable table as it goes and, last, one JSON object on one line,
+so a script (or the smoke tests in tests/bench) can read the figures without parsing the table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import resource
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """Return the ``q``-th percentile (0-100) by the nearest-rank method; 0 for no samples."""
+    if not samples:
+        return 0.0
+    ordered = sorted(samples)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def latency_summary(seconds: Sequence[float]) -> dict[str, float]:
+    """Return count, p50, p99 and max in milliseconds, rounded to microseconds."""
+    return {
+        "count": len(seconds),
+        "p50_ms": round(percentile(seconds, 50) * 1000, 3),
+        "p99_ms": round(percentile(seconds, 99) * 1000, 3),
+        "max_ms": round(max(seconds, default=0.0) * 1000, 3),
+    }
+
+
+def machine() -> dict[str, Any]:
+    """Return what the figures depend on: CPU count, Python, platform."""
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+    }
+
+
+def peak_rss_bytes() -> int:
+    """Return this process's peak resident set size (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def emit(result: dict[str, Any]) -> None:
+    """Print the benchmark's figures as the final line of output: one JSON object."""
+    sys.stdout.flush()
+    print(json.dumps(result, sort_keys=True), flush=True)
