@@ -67,6 +67,12 @@ def class_driver(device_class: Mapping[str, Any]) -> str | None:
     return drivers.pop() if len(drivers) == 1 else None
 
 
+def only_driver_term(expression: str, driver: str) -> bool:
+    """Whether a selector is nothing but ``device.driver == "<driver>"`` (parentheses aside)."""
+    match = _DRIVER_TERM.fullmatch(_unwrap(expression.strip()))
+    return match is not None and match[2] == driver
+
+
 def device_entries(claim_spec: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
     """Yield ``(field path, result name, entry)`` for every way a claim spec asks for devices.
 

@@ -7,10 +7,12 @@ tells the user whether to ask for less, wait, or add cards.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
+from dra_driver.controller.engine.load import Model
 from dra_driver.controller.engine.requests import Alternative
 from dra_driver.controller.engine.snapshot import Device
 from dra_driver.k8s.quantity import QuantityFormat, format_quantity, quantity_format
@@ -40,11 +42,23 @@ def closeness(wanted: Mapping[str, Fraction], free: Mapping[str, Fraction]) -> F
     return min(ratios) if ratios else Fraction(1)
 
 
+def rough_closeness(wanted: Mapping[str, Fraction], free: Mapping[str, Fraction]) -> float:
+    """Return :func:`closeness` in floating point."""
+    ratios = [float(free.get(name, 0)) / float(need) for name, need in wanted.items() if need > 0]
+    return min(ratios) if ratios else 1.0
+
+
 def wanted_text(alternative: Alternative, device: Device, wanted: Mapping[str, Fraction]) -> str:
     """Say what one share of ``alternative`` needs: ``card with 12Gi memory, 30 cores free``."""
     if alternative.exclusive or not device.shareable:
         return "idle card for a whole-card share"
-    return f"card with {describe(device.capacities, wanted)} free"
+    return _share_text(device.model, tuple(sorted(wanted.items())))
+
+
+@functools.lru_cache(maxsize=1024)
+def _share_text(model: Model, wanted: tuple[tuple[str, Fraction], ...]) -> str:
+    # A failed decision explains every node, and most nodes share a few card models.
+    return f"card with {describe(model.capacities, dict(wanted))} free"
 
 
 def closest_text(device: Device, free: Mapping[str, Fraction] | None) -> str:

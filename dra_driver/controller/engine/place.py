@@ -9,20 +9,14 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from fractions import Fraction
 from typing import Any
 
-from dra_driver.controller.engine import explain, scoring
-from dra_driver.controller.engine.matching import Matcher, Pick
+from dra_driver.controller.engine import order, scoring
+from dra_driver.controller.engine.matching import Pick
 from dra_driver.controller.engine.requests import ClaimRefused, ClaimSpec, claim_key, parse_claim
-from dra_driver.controller.engine.search import (
-    DEFAULT_STEP_BUDGET,
-    Budget,
-    BudgetExhausted,
-    NodeSearch,
-)
-from dra_driver.controller.engine.snapshot import Device, Snapshot
-from dra_driver.k8s.scheduling import node_selector_matches, node_unfit_reason
+from dra_driver.controller.engine.scan import NodeKey, Scan
+from dra_driver.controller.engine.search import DEFAULT_STEP_BUDGET, Budget, BudgetExhausted
+from dra_driver.controller.engine.snapshot import Snapshot
 
 Object = dict[str, Any]
 
@@ -90,47 +84,37 @@ def place_pod(
     specs = _parse(snapshot, claims)
     if isinstance(specs, Unplaceable):
         return specs
-    matcher = Matcher(snapshot)
-    steps = Budget(budget)
-    reasons: list[str] = []
-    closest: tuple[Fraction, str] | None = None
-    best: tuple[tuple[object, ...], str, list[Pick]] | None = None
-    for position, name in enumerate(sorted(snapshot.nodes)):
-        node = snapshot.nodes[name]
-        reason = node_unfit_reason(dict(pod), node)
-        if reason is None and not all(node_selector_matches(s, node) for s in pinned):
-            reason = "node didn't match the nodeSelector of the pod's allocated claims"
-        if reason is None and not snapshot.devices.get(name):
-            reason = f"node has no devices of {snapshot.names.driver}"
-        if reason is not None:
-            reasons.append(reason)
-            continue
-        search = NodeSearch(snapshot, matcher, name, specs, policy=policy, budget=steps)
-        try:
-            solution = search.solve()
-        except BudgetExhausted:
-            # The budget is per decision, so a pod whose search explodes cannot hold up the
-            # pods queued behind it; the best node found so far still wins.
-            unsearched = len(snapshot.nodes) - position
-            reasons += [f"not searched: the search gave up after {budget} steps"] * unsearched
-            break
-        if solution is None:
-            reason, near = _why_not(search, specs)
-            reasons.append(reason)
-            if near is not None and (closest is None or near[0] > closest[0]):
-                closest = near
-            continue
-        picks, alternatives = solution
-        free_after = _node_free_after(search, snapshot.devices[name])
-        key = scoring.node_key(policy.node, alternatives, free_after, name)
-        if best is None or key < best[0]:
-            best = (key, name, picks)
+    scan = Scan(
+        snapshot,
+        pod=pod,
+        claims=claims,
+        specs=specs,
+        policy=policy,
+        pinned=pinned,
+        budget=Budget(budget),
+    )
+    best: tuple[NodeKey, list[Pick]] | None = None
+    try:
+        for bound, name in order.visit_order(snapshot.load, specs, scan.matcher, policy.node):
+            # With every request on its first alternative, the best can only be beaten by a
+            # better fill (or an equal one and an earlier name), and the bounds ascend.
+            if (
+                best is not None
+                and bound is not None
+                and not any(best[0][0])
+                and (bound, name) > best[0][1:]
+            ):
+                break
+            found = scan.solve(name)
+            if found is not None and (best is None or found[0] < best[0]):
+                best = found
+    except BudgetExhausted:
+        # The budget is per decision, so a pod whose search explodes cannot hold up the pods
+        # queued behind it; the best node found so far still wins.
+        scan.exhausted = True
     if best is None:
-        message = explain.summarize(len(snapshot.nodes), reasons)
-        if closest is not None:
-            message += f" (closest: {closest[1]})"
-        return Unplaceable(message)
-    _, chosen, picks = best
+        return Unplaceable(scan.unplaceable())
+    (_, _, chosen), picks = best
     return Placed(
         chosen,
         tuple(_allocation(spec, i, chosen, picks, share_id) for i, spec in enumerate(specs)),
@@ -150,46 +134,6 @@ def _parse(
             # Not a shape the API server stores; refuse it rather than crash the loop.
             return Unplaceable(f"claim {claim_key(claim)}: malformed spec: {exc!s}", refused=True)
     return specs
-
-
-def _node_free_after(search: NodeSearch, devices: Sequence[Device]) -> Fraction:
-    fractions = []
-    for device in devices:
-        free = search.free(device)
-        zero = dict.fromkeys(device.capacities, Fraction(0))
-        fractions.append(scoring.free_fraction(device.capacities, zero if free is None else free))
-    return sum(fractions, Fraction(0)) / len(fractions)
-
-
-def _why_not(
-    search: NodeSearch, specs: Sequence[ClaimSpec]
-) -> tuple[str, tuple[Fraction, str] | None]:
-    """Explain a failed node: a request nothing suits, one that no card has room for, or both."""
-    if search.failures:
-        label, detail = next(iter(search.failures.items()))
-        return f"{label}: {detail}", None
-
-    for spec in specs:
-        for request in spec.requests:
-            near: tuple[Fraction, str] | None = None
-            text = ""
-            for alternative in request.alternatives:
-                fits, closest = search.room_for(alternative)
-                if fits:
-                    break
-                if closest is not None:
-                    device, wanted, free = closest
-                    score = explain.closeness(wanted, free) if free is not None else Fraction(-1)
-                    if near is None or score > near[0]:
-                        near = (score, explain.closest_text(device, free))
-                        text = explain.wanted_text(alternative, device, wanted)
-            else:
-                label = f"claim {spec.key} request {request.name}"
-                return f"{label}: no {text or 'suitable card'}", near
-    if search.shortages:
-        label, detail = next(iter(search.shortages.items()))
-        return f"{label}: {detail}", None
-    return "the pod's requests cannot all be satisfied together (constraints or shared cards)", None
 
 
 def _allocation(

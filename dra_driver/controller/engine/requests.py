@@ -19,7 +19,12 @@ from dra_driver.api import (
 )
 from dra_driver.k8s.quantity import QuantityError, parse_quantity
 from dra_driver.structured import cel
-from dra_driver.structured.classes import class_driver, device_entries, spec_uses_driver
+from dra_driver.structured.classes import (
+    class_driver,
+    device_entries,
+    only_driver_term,
+    spec_uses_driver,
+)
 from dra_driver.structured.config import applies_to, share_config
 
 Object = dict[str, Any]
@@ -175,7 +180,16 @@ def _alternative(
     return Alternative(
         name=result_name,
         class_name=class_name,
-        selectors=_selectors(class_spec.get("selectors") or [], f"deviceclass {class_name}")
+        selectors=tuple(
+            # The engine only ever sees this driver's devices, so a class selector that only
+            # names the driver holds for all of them: running it would cost a CEL evaluation
+            # per device.
+            selector
+            for selector in _selectors(
+                class_spec.get("selectors") or [], f"deviceclass {class_name}"
+            )
+            if not only_driver_term(selector.expression, names.driver)
+        )
         + _selectors(entry.get("selectors") or [], where),
         all_devices=mode == "All",
         count=count,

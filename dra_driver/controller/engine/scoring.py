@@ -66,9 +66,13 @@ def card_key(
     return (fill, sort_key)
 
 
+def node_fill(placement: Placement, free_after: Fraction) -> Fraction:
+    """Return the fill part of a node's key: lower is better under either placement."""
+    return free_after if placement is Placement.BINPACK else -free_after
+
+
 def node_key(
     placement: Placement, alternatives: tuple[int, ...], free_after: Fraction, node: str
-) -> tuple[object, ...]:
+) -> tuple[tuple[int, ...], Fraction, str]:
     """Return the ascending sort key of one node's solution."""
-    fill = free_after if placement is Placement.BINPACK else -free_after
-    return (alternatives, fill, node)
+    return (alternatives, node_fill(placement, free_after), node)

@@ -83,13 +83,23 @@ class NodeSearch:
     # -- availability --------------------------------------------------------------------
 
     def free(self, device: Device) -> dict[str, Fraction] | None:
-        """Free capacity now (tentative picks included); ``None`` if used whole."""
-        if device.id in self._snapshot.state.exclusive or device.id in self._pending_whole:
+        """Free capacity now (tentative picks included); ``None`` if used whole. Read only."""
+        if device.id in self._pending_whole:
             return None
-        free = self._snapshot.state.free(device.id, device.capacities)
-        for name, amount in self._pending.get(device.id, {}).items():
-            free[name] -= amount
-        return free
+        free = self._snapshot.load.free[device.id]
+        pending = self._pending.get(device.id)
+        if free is None or not pending:
+            return free
+        return {name: amount - pending.get(name, Fraction(0)) for name, amount in free.items()}
+
+    def fraction(self, device: Device) -> Fraction:
+        """Return the free fraction now, tentative picks included (see :mod:`scoring`)."""
+        if device.id in self._pending_whole:
+            return Fraction(0)
+        if not self._pending.get(device.id):
+            return self._snapshot.load.fraction[device.id]
+        free = self.free(device)
+        return Fraction(0) if free is None else scoring.free_fraction(device.capacities, free)
 
     def _in_use(self, device: Device) -> bool:
         return (
@@ -222,17 +232,18 @@ class NodeSearch:
         placement = self._policy.for_share(alternative.config)
         ranked = []
         for device, consumed in candidates:
-            free = self.free(device)
-            if free is None or not self._fits(device, alternative, consumed):
+            if not self._fits(device, alternative, consumed):
                 continue
             if consumed is None:
-                after = dict.fromkeys(free, Fraction(0))
+                after = Fraction(0)
             else:
-                after = {n: free[n] - consumed[n] for n in free}
+                # Consumption succeeded on this device, so its model's delta is known.
+                delta = self._matcher.delta(alternative, device.model) or Fraction(0)
+                after = self.fraction(device) - delta
             key = scoring.card_key(
                 placement,
                 alternative.config.priority,
-                free_after=scoring.free_fraction(device.capacities, after),
+                free_after=after,
                 hosts_online=self._hosts_online(device),
                 sort_key=device.sort_key,
             )
@@ -336,13 +347,14 @@ class NodeSearch:
         The closest card comes with what one share needs from it and what it has free
         (``None`` when it is used whole).
         """
-        best: tuple[Fraction, Device, dict[str, Fraction], dict[str, Fraction] | None] | None = None
+        best: tuple[float, Device, dict[str, Fraction], dict[str, Fraction] | None] | None = None
         for device, consumed in self._candidates(alternative)[0]:
             if self._fits(device, alternative, consumed):
                 return True, None
             wanted = consumed or {n: c.value for n, c in device.capacities.items()}
             free = self.free(device)
-            close = explain.closeness(wanted, free) if free is not None else Fraction(-1)
+            # Only to pick a card to name: floats are far cheaper, and near-ties do not matter.
+            close = explain.rough_closeness(wanted, free) if free is not None else -1.0
             if best is None or close > best[0]:
                 best = (close, device, wanted, free)
         return False, None if best is None else best[1:]

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from dra_driver.api import ConfigError, DriverNames, Priority
+from dra_driver.controller.engine.load import Load, Model, Models
 from dra_driver.structured import cel
 from dra_driver.structured.allocated import AllocatedState, DeviceId
 from dra_driver.structured.config import share_config
@@ -36,6 +37,8 @@ class Device:
     taints: tuple[Object, ...]
     variable: Mapping[str, Any]
     """The CEL value of ``device``."""
+    model: Model
+    """Devices of one model consume and rank alike; the engine memoizes per model."""
 
     @property
     def name(self) -> str:
@@ -87,6 +90,12 @@ class Snapshot:
     problems: list[str]
     counted: dict[str, Object]
     """Claim UID -> the version of the claim whose allocation is counted."""
+    load: Load
+    """Free capacity per device and node, kept in step with :attr:`state`."""
+    counted_names: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    """``(namespace, name)`` -> the UID counted under that name."""
+    memo: dict[object, Any] = dataclasses.field(default_factory=dict)
+    """Static results that hold as long as the devices do (see :class:`Matcher`)."""
 
     @classmethod
     def build(
@@ -104,6 +113,7 @@ class Snapshot:
         by_node: dict[str, list[Device]] = {}
         for device in devices:
             by_node.setdefault(device.node, []).append(device)
+        state = AllocatedState()
         snapshot = cls(
             names=names,
             nodes={str(node["metadata"]["name"]): node for node in nodes},
@@ -113,15 +123,24 @@ class Snapshot:
             },
             by_id={device.id: device for device in devices},
             classes={str(c["metadata"]["name"]): c for c in classes},
-            state=AllocatedState(),
+            state=state,
             priorities={},
             counted={},
             incomplete_pools=frozenset(incomplete),
             problems=problems,
+            load=Load(state, {}),
         )
         for claim in claims:
             snapshot.update_claim(claim)
         problems.extend(snapshot.state.problems)
+        # Indexed once the claims are in: cheaper than re-sorting a node per claim.
+        snapshot.load = Load(
+            state,
+            {
+                node: [(d.id, d.capacities, d.model) for d in found]
+                for node, found in snapshot.devices.items()
+            },
+        )
         return snapshot
 
     def update_claim(self, claim: Object) -> None:
@@ -141,13 +160,18 @@ class Snapshot:
             self.state.add_claim(claim)
             self._count_priorities(claim, 1)
             self.counted[uid] = claim
+            self.counted_names[_name_of(claim)] = uid
+            self.load.refresh(_device_ids(claim))
 
     def remove_claim(self, uid: str) -> None:
         """Stop counting the claim with ``uid`` (its allocation ended or it is gone)."""
         counted = self.counted.pop(uid, None)
         if counted is not None:
+            if self.counted_names.get(_name_of(counted)) == uid:
+                del self.counted_names[_name_of(counted)]
             self.state.remove_claim(counted)
             self._count_priorities(counted, -1)
+            self.load.refresh(_device_ids(counted))
 
     def _count_priorities(self, claim: Object, sign: int) -> None:
         try:
@@ -182,6 +206,24 @@ _MALFORMED = (TypeError, ValueError, KeyError, AttributeError)
 """What reading a malformed object raises; such an object is skipped, never fatal."""
 
 
+def _name_of(claim: Object) -> tuple[str, str]:
+    metadata = claim.get("metadata") or {}
+    return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+
+
+def _device_ids(claim: Object) -> list[DeviceId]:
+    """Return the devices a claim's allocation names (malformed results are skipped)."""
+    try:
+        results = claim["status"]["allocation"]["devices"]["results"]
+        return [
+            (str(r.get("driver")), str(r.get("pool")), str(r.get("device")))
+            for r in results
+            if isinstance(r, dict)
+        ]
+    except (*_MALFORMED, IndexError):
+        return []
+
+
 @dataclasses.dataclass(frozen=True)
 class _Slice:
     name: str
@@ -214,15 +256,18 @@ def _read_slice(driver: str, slice_: Object) -> _Slice | None:
     )
 
 
-def _device(driver: str, node: str, pool: str, raw: Object) -> Device:
+def _device(driver: str, node: str, pool: str, raw: Object, models: Models) -> Device:
     taints = tuple(raw.get("taints") or ())
     if not all(isinstance(taint, dict) for taint in taints):
         raise TypeError("taints are not objects")
+    capacities = parse_capacities(raw)
+    shareable = bool(raw.get("allowMultipleAllocations"))
     return Device(
         id=(driver, pool, str(raw["name"])),
         node=node,
-        capacities=parse_capacities(raw),
-        shareable=bool(raw.get("allowMultipleAllocations")),
+        capacities=capacities,
+        shareable=shareable,
+        model=models.get(shareable, capacities),
         attributes=qualified_attributes(driver, raw),
         taints=taints,
         variable=cel.device_variable(driver, raw),
@@ -251,6 +296,7 @@ def _devices(
         newest[key] = max(newest.get(key, 0), read.generation)
     counts: dict[tuple[str, str], int] = {}
     expected: dict[tuple[str, str], int] = {}
+    models = Models()
     devices: list[Device] = []
     seen: set[DeviceId] = set()
     for read in sorted(ours, key=lambda r: r.name):
@@ -261,7 +307,7 @@ def _devices(
         expected[key] = read.count
         for raw in read.devices:
             try:
-                device = _device(driver, read.node, read.pool, raw)
+                device = _device(driver, read.node, read.pool, raw, models)
             except _MALFORMED as exc:
                 problems.append(f"ResourceSlice {read.name}: device {raw.get('name')}: {exc!s}")
                 continue
