@@ -4,8 +4,10 @@ The informers lag behind the API server. Right after the controller allocates a 
 next decision must already count that claim, or two pods could get the same capacity: so
 every claim the controller writes is *assumed* (as kube-scheduler's assume cache does) until
 the claim informer shows that version or a newer one. The allocation snapshot is rebuilt when
-an informer reports a change and is otherwise kept, with our own commits applied to it, so a
-burst of pods does not rebuild the whole cluster for every decision.
+a node, slice or class changes. Claims change all the time (every allocation is echoed back),
+so their changes are applied to the kept snapshot instead, claim by claim, by the allocating
+thread (the only one that changes it) when it next asks for the snapshot: a burst of pods on
+a large cluster never rebuilds the cluster per decision.
 """
 
 from __future__ import annotations
@@ -46,7 +48,9 @@ class ClusterView(InformerGroup):
         self._assumed: dict[tuple[str, str], Object] = {}
         self._snapshot: Snapshot | None = None
         self._generation = 0
-        """Bumped by every change a snapshot depends on; a build is kept only if unchanged."""
+        """Bumped by every change that needs a rebuild; a build is kept only if unchanged."""
+        self._pending: dict[tuple[str, str], set[str]] = {}
+        """Claims changed since the snapshot last caught up, with every UID seen per name."""
 
         def informer(
             name: str, list_func: Callable[..., Any], field_selector: str | None = None
@@ -70,11 +74,12 @@ class ClusterView(InformerGroup):
 
     def _changed(self, name: str, kind: EventType, obj: Object) -> None:
         with self._lock:
-            if name != "pods":
+            if name not in ("pods", "claims"):
                 self._snapshot = None
                 self._generation += 1
             if name == "claims":
                 key = _key(obj)
+                self._pending.setdefault(key, set()).add(objects.uid(obj))
                 assumed = self._assumed.get(key)
                 if assumed is not None and (
                     kind == "DELETED"
@@ -108,19 +113,18 @@ class ClusterView(InformerGroup):
     def assume(self, written: Object, *, in_place: bool = False) -> None:
         """Record a claim we just wrote, so the next decision counts it.
 
-        Every write moves the generation on, so a snapshot another thread is building from
-        older informer contents is never cached. ``in_place`` (the allocating thread only:
-        no other thread changes the cached snapshot) applies the write to the cached
-        snapshot and keeps it; any other write drops the cache.
+        ``in_place`` (the allocating thread only: no other thread changes the cached
+        snapshot) applies the write to the cached snapshot at once. Every write is also left
+        pending, so the allocating thread applies it when it next asks for the snapshot: a
+        snapshot another thread was building from older informer contents, and cached
+        meanwhile, catches up instead of serving the write's capacity twice.
         """
         with self._lock:
             if _version(written) > _version(self.claims.get(*_key(written))):
                 self._assumed[_key(written)] = written
-            self._generation += 1
             if in_place and self._snapshot is not None:
                 self._snapshot.update_claim(written)
-            else:
-                self._snapshot = None
+            self._pending.setdefault(_key(written), set()).add(objects.uid(written))
 
     # -- the allocation snapshot ----------------------------------------------------------
 
@@ -133,8 +137,11 @@ class ClusterView(InformerGroup):
         """Return the current snapshot, rebuilding it if something changed (allocator only)."""
         with self._lock:
             snapshot, generation = self._snapshot, self._generation
+            pending, self._pending = self._pending, {}
         if snapshot is not None:
+            self._catch_up(snapshot, pending)
             return snapshot
+        # A build reads every claim as it is now, so what was pending is in it already.
         snapshot = Snapshot.build(
             self.names,
             nodes=self.nodes.list(),
@@ -148,6 +155,20 @@ class ClusterView(InformerGroup):
             if generation == self._generation:
                 self._snapshot = snapshot
         return snapshot
+
+    def _catch_up(self, snapshot: Snapshot, pending: dict[tuple[str, str], set[str]]) -> None:
+        """Count the changed claims as they are now (ours included), dropping deleted ones."""
+        for key, uids in pending.items():
+            current = self.claim(*key)
+            current_uid = objects.uid(current) if current is not None else ""
+            # A relist can replace a deleted claim by a new one of the same name with no
+            # event for the old UID: whatever the snapshot counts under the name goes too.
+            stale = {snapshot.counted_names.get(key, current_uid), *uids} - {current_uid}
+            for uid in stale:
+                snapshot.remove_claim(uid)
+            counted = snapshot.counted.get(current_uid)
+            if current is not None and (counted is None or _version(counted) != _version(current)):
+                snapshot.update_claim(current)
 
     # -- who wants a claim --------------------------------------------------------------------
 

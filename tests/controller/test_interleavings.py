@@ -122,3 +122,43 @@ def test_a_gated_pod_waits_for_a_missing_device_class() -> None:
     assert events.items == [
         ("p", "FailedAllocation", "waiting for DeviceClass late.gpushare.dra.dev to exist")
     ]
+
+
+def test_claim_changes_reach_the_kept_snapshot_without_a_rebuild(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Claims allocated or released by others are counted in place; nothing is rebuilt."""
+    view, server, allocator, _, _ = make(node("n", 2))
+    server.put("claims", claim_obj("a"))
+    server.put("pods", pod_obj("pa", "a"))
+    allocator.reconcile(("default", "pa"))
+    server.deliver()
+    kept = view.snapshot()
+    builds: list[object] = []
+    monkeypatch.setattr(Snapshot, "build", lambda *a, **_: builds.append(a))
+    (allocated,) = [c for c in server.claims() if c["metadata"]["name"] == "a"]
+    foreign = {**claim_obj("b"), "status": {"allocation": allocated["status"]["allocation"]}}
+    foreign["status"]["allocation"]["devices"]["results"][0]["device"] = "gpu-1"
+    server.put("claims", foreign)
+    assert view.snapshot() is kept
+    assert kept.state.in_use(("gpushare.dra.dev", "n", "gpu-1"))
+    server.put("claims", claim_obj("b"))  # released again
+    assert view.snapshot() is kept
+    assert not kept.state.in_use(("gpushare.dra.dev", "n", "gpu-1"))
+    assert builds == []
+
+
+def test_a_deleted_claim_stops_counting_when_its_name_is_reused() -> None:
+    """A claim deleted and created again under its name frees what the old one held."""
+    view, server, allocator, _, _ = make(node("n", 1))
+    server.put("claims", claim_obj("a"))
+    server.put("pods", pod_obj("pa", "a"))
+    allocator.reconcile(("default", "pa"))
+    server.deliver()
+    kept = view.snapshot()
+    assert kept.state.in_use(("gpushare.dra.dev", "n", "gpu-0"))
+    reborn = {**claim_obj("a"), "metadata": {**claim_obj("a")["metadata"], "uid": "uid-a-2"}}
+    server.put("claims", reborn)
+    assert view.snapshot() is kept
+    assert not kept.state.in_use(("gpushare.dra.dev", "n", "gpu-0"))
+    assert set(kept.counted) == set()
