@@ -32,6 +32,7 @@ def test_allocator_benchmark_smoke_run_reports_every_cell() -> None:
         outcomes = cell["outcomes"].values()
         assert sum(o["placed"] + o["unplaceable"] for o in outcomes) == 40
         assert cell["latency_placed"]["count"] == sum(o["placed"] for o in outcomes)
+        assert cell["latency_cold"]["count"] == 5
         assert cell["decisions_per_s"] > 0
         assert abs(cell["occupancy_actual"] - cell["occupancy_target"]) < 0.1
         assert cell["overcommitted_nodes"] == 0

@@ -123,6 +123,13 @@ class Matcher:
             nodes[node] = any(self.selector_failure(selectors, d) is None for d in devices)
         return nodes[node]
 
+    def known_selected(self, selectors: Sequence[cel.Selector], node: str) -> bool | None:
+        """Return what :meth:`any_selected` found for the node, or ``None`` if not asked yet."""
+        if not selectors:
+            return True
+        nodes = self._node_selections.get(tuple(selector.expression for selector in selectors))
+        return None if nodes is None else nodes.get(node)
+
     def _selector_results(self, expression: str) -> dict[DeviceId, str | None]:
         results = self._selectors.get(expression)
         if results is None:
@@ -175,6 +182,13 @@ class Matcher:
                 self._deltas[key] = free_fraction(capacities, found)
         delta = self._local_deltas[local] = self._deltas[key]
         return delta
+
+    def needs(self, alternative: Alternative, model: Model) -> dict[str, Fraction] | None:
+        """Return what a pick must find free on a card of ``model`` (``None``: it cannot)."""
+        found = self._consumption_of(alternative, model)
+        if isinstance(found, _Rejected):
+            return None
+        return _values(dict(model.capacities)) if found is None else found
 
     def takes_whole(self, alternative: Alternative, model: Model) -> bool:
         """Whether a pick on a card of ``model`` needs the card idle (and it can take one)."""

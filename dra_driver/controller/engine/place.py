@@ -95,7 +95,9 @@ def place_pod(
     )
     best: tuple[NodeKey, list[Pick]] | None = None
     try:
-        for bound, name in order.visit_order(snapshot.load, specs, scan.matcher, policy.node):
+        for bound, name in order.visit_order(
+            snapshot.load, specs, scan.matcher, policy.node, scan.ruled_out
+        ):
             # With every request on its first alternative, the best can only be beaten by a
             # better fill (or an equal one and an earlier name), and the bounds ascend.
             if (

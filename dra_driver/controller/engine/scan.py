@@ -28,7 +28,7 @@ from dra_driver.k8s.scheduling import node_selector_matches, node_unfit_reason
 
 Object = dict[str, Any]
 NodeKey = tuple[tuple[int, ...], Fraction, str]
-Near = tuple[Fraction, Device, dict[str, Fraction] | None]
+Near = tuple[float, Device, dict[str, Fraction] | None]
 """The closest card to a request that fits nowhere: how close, the card, its free capacity."""
 Failure = tuple[str, Near | None]
 
@@ -123,6 +123,20 @@ class Scan:
         free_after = sum((search.fraction(d) for d in devices), Fraction(0)) / len(devices)
         return scoring.node_key(self._policy.node, alternatives, free_after, name), picks
 
+    def ruled_out(self, name: str) -> bool:
+        """Whether what this snapshot already learnt says the node cannot take the claims."""
+        known = self._remembered.get(name)
+        if known is not None and known[0] == self.snapshot.load.version.get(name, 0):
+            return True
+        return not all(
+            any(
+                self.matcher.known_selected(alternative.selectors, name) is not False
+                for alternative in request.alternatives
+            )
+            for spec in self._specs
+            for request in spec.requests
+        )
+
     def _remember(self, name: str, version: int, failure: Failure) -> None:
         self._failed[name] = failure
         self._remembered[name] = (version, failure)
@@ -136,7 +150,11 @@ class Scan:
                 if self.exhausted:
                     reasons.append(gave_up(self._budget.limit))
                     continue
-                self._explain(name)
+                known = self._remembered.get(name)
+                if known is not None and known[0] == self.snapshot.load.version.get(name, 0):
+                    self._failed[name] = known[1]
+                else:
+                    self._explain(name)
             reason, near = self._failed[name]
             reasons.append(reason)
             if near is not None and (closest is None or near[0] > closest[0]):
@@ -201,7 +219,7 @@ def _why_not(search: NodeSearch, specs: Sequence[ClaimSpec]) -> Failure:
                     break
                 if closest is not None:
                     device, wanted, free = closest
-                    score = explain.closeness(wanted, free) if free is not None else Fraction(-1)
+                    score = explain.closeness(wanted, free) if free is not None else -1.0
                     if near is None or score > near[0]:
                         near = (score, device, free)
                         text = explain.wanted_text(alternative, device, wanted)

@@ -353,8 +353,7 @@ class NodeSearch:
                 return True, None
             wanted = consumed or {n: c.value for n, c in device.capacities.items()}
             free = self.free(device)
-            # Only to pick a card to name: floats are far cheaper, and near-ties do not matter.
-            close = explain.rough_closeness(wanted, free) if free is not None else -1.0
+            close = explain.closeness(wanted, free) if free is not None else -1.0
             if best is None or close > best[0]:
                 best = (close, device, wanted, free)
         return False, None if best is None else best[1:]
