@@ -27,7 +27,10 @@ from dra_driver.cdi.spec import (
     ContainerEdits,
     DeviceNode,
     Mount,
+    atomic_write_bytes,
     atomic_write_json,
+    json_bytes,
+    sync_directory_of,
 )
 from dra_driver.cdi.validate import required_version, validate_spec
 
@@ -43,6 +46,7 @@ __all__ = [
     "Mount",
     "UnsafeNameError",
     "UnsupportedPolicyError",
+    "atomic_write_bytes",
     "atomic_write_json",
     "build_edits",
     "card_limits",
@@ -53,8 +57,10 @@ __all__ = [
     "check_env_value",
     "check_request_name",
     "check_share_id",
+    "json_bytes",
     "qualified_name",
     "required_version",
     "spec_file_name",
+    "sync_directory_of",
     "validate_spec",
 ]

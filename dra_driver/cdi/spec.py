@@ -3,7 +3,8 @@
 The dataclasses are immutable values; :meth:`CdiSpec.to_dict` turns one into the JSON object
 a container runtime loads, with ``cdiVersion`` set to the lowest version that has every
 feature the spec uses (older runtimes vendor older CDI libraries and refuse newer versions).
-:func:`atomic_write_json` is the only function in the package that touches the filesystem.
+:func:`atomic_write_bytes` (and its wrappers) are the only functions in the package that touch
+the filesystem.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ __all__ = [
     "ContainerEdits",
     "DeviceNode",
     "Mount",
+    "atomic_write_bytes",
     "atomic_write_json",
+    "json_bytes",
+    "sync_directory_of",
     "validate_spec",
 ]
 
@@ -148,15 +152,31 @@ class CdiSpec:
         return doc
 
 
+def json_bytes(doc: Mapping[str, Any]) -> bytes:
+    """Return ``doc`` as the indented JSON the plugin writes.
+
+    Keys are sorted, so a spec restored from the checkpoint (which stores canonical JSON) is
+    byte for byte the spec first written.
+    """
+    return (json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n").encode()
+
+
 def atomic_write_json(path: Path, doc: Mapping[str, Any], mode: int = 0o644) -> None:
-    """Replace ``path`` with ``doc`` as JSON, so that a reader sees the old or the new file.
+    """Replace ``path`` with ``doc`` as :func:`json_bytes`; see :func:`atomic_write_bytes`."""
+    atomic_write_bytes(path, json_bytes(doc), mode)
+
+
+def atomic_write_bytes(
+    path: Path, data: bytes, mode: int = 0o644, *, sync_directory: bool = True
+) -> None:
+    """Replace ``path`` with ``data``, so that a reader sees the old or the new file.
 
     The data goes to a hidden temporary file in the same directory (named ``.<name>.*.tmp``,
     which no CDI runtime loads), is flushed and fsynced, then renamed over ``path``; the
-    directory is fsynced so that the rename survives a power cut. On any failure the temporary
-    file is removed and ``path`` is left as it was.
+    directory is fsynced so that the rename survives a power cut (a caller writing several
+    files may do that once, with :func:`sync_directory`). On any failure the temporary file
+    is removed and ``path`` is left as it was.
     """
-    data = (json.dumps(doc, indent=2, allow_nan=False) + "\n").encode()
     directory = path.parent
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     temporary = Path(name)
@@ -171,7 +191,13 @@ def atomic_write_json(path: Path, doc: Mapping[str, Any], mode: int = 0o644) -> 
         with contextlib.suppress(OSError):
             temporary.unlink()
         raise
-    directory_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    if sync_directory:
+        sync_directory_of(path)
+
+
+def sync_directory_of(path: Path) -> None:
+    """Fsync the directory holding ``path``, so renames and unlinks in it are durable."""
+    directory_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(directory_fd)
     finally:

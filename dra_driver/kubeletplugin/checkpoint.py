@@ -14,10 +14,11 @@ import datetime
 import enum
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from dra_driver.cdi.spec import atomic_write_json
+from dra_driver.cdi.spec import atomic_write_bytes
 from dra_driver.logging import get_logger
 
 log = get_logger(__name__)
@@ -56,10 +57,17 @@ class ClaimEntry:
     spec: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """Serialise for the checkpoint file."""
-        document = dataclasses.asdict(self)
-        document["state"] = str(self.state)
-        return document
+        """Serialise for the checkpoint file (shares ``spec``: dump it, do not change it)."""
+        # Not dataclasses.asdict: it deep-copies the spec, the bulk of every entry.
+        return {
+            "uid": self.uid,
+            "namespace": self.namespace,
+            "name": self.name,
+            "state": str(self.state),
+            "spec_file": self.spec_file,
+            "devices": [dataclasses.asdict(device) for device in self.devices],
+            "spec": self.spec,
+        }
 
     @classmethod
     def from_json(cls, document: dict[str, Any]) -> ClaimEntry:
@@ -89,12 +97,30 @@ class CorruptCheckpointError(RuntimeError):
     """The checkpoint could not be read; it was moved aside to the path in the message."""
 
 
-def _checksum(claims: dict[str, Any]) -> str:
-    canonical = json.dumps(claims, sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(canonical).hexdigest()
+def _canonical(value: Any) -> str:  # noqa: ANN401 - any JSON value
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
-def _decode(data: bytes) -> dict[str, ClaimEntry]:
+def _claims_json(canonical_entries: dict[str, str]) -> str:
+    """Return the canonical JSON of the claims map from each entry's canonical JSON.
+
+    Identical to ``_canonical(claims)``: keys sorted, values as dumped on their own.
+    """
+    return (
+        "{"
+        + ",".join(
+            f"{_canonical(uid)}:{canonical_entries[uid]}" for uid in sorted(canonical_entries)
+        )
+        + "}"
+    )
+
+
+def _checksum(claims_json: str) -> str:
+    return hashlib.sha256(claims_json.encode()).hexdigest()
+
+
+def _decode(data: bytes) -> tuple[dict[str, ClaimEntry], dict[str, str]]:
+    """Return the entries and each one's canonical JSON (what the next save reuses)."""
     document = json.loads(data)
     if not isinstance(document, dict) or not isinstance(document.get("claims"), dict):
         raise TypeError("the document or its claims is not a JSON object")
@@ -103,25 +129,46 @@ def _decode(data: bytes) -> dict[str, ClaimEntry]:
         raise TypeError("a claim entry is not a JSON object")
     if document.get("version") != _FORMAT_VERSION:
         raise ValueError(f"unknown checkpoint version {document.get('version')!r}")
-    if document.get("checksum") != _checksum(claims):
+    canonical = {uid: _canonical(entry) for uid, entry in claims.items()}
+    if document.get("checksum") != _checksum(_claims_json(canonical)):
         raise ValueError("checksum mismatch")
-    return {uid: ClaimEntry.from_json(entry) for uid, entry in claims.items()}
+    return {uid: ClaimEntry.from_json(entry) for uid, entry in claims.items()}, canonical
+
+
+def _identity(path: Path) -> tuple[int, int, int, int] | None:
+    """Return what changes whenever the file is replaced or rewritten (``None``: absent)."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns
 
 
 class Checkpoint:
-    """The checkpoint file of one plugin directory; not thread-safe (callers serialise)."""
+    """The checkpoint file of one plugin directory; not thread-safe (callers serialise).
+
+    Each entry's JSON is kept from the last load or save, so a save serialises only the
+    entries that changed, and a load is skipped while the file is the one last read or
+    written here (another plugin process replaces it by rename, which changes its inode).
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.claims: dict[str, ClaimEntry] = {}
+        self._canonical: dict[str, str] = {}
+        self._identity: tuple[int, int, int, int] | None = None
 
     def load(self) -> None:
         """Read the file; a missing file is an empty checkpoint, a corrupt one is moved aside."""
-        if not self.path.exists():
-            self.claims = {}
+        identity = _identity(self.path)
+        if identity is not None and identity == self._identity:
+            return
+        if identity is None:
+            self.claims, self._canonical, self._identity = {}, {}, None
             return
         try:
-            self.claims = _decode(self.path.read_bytes())
+            self.claims, self._canonical = _decode(self.path.read_bytes())
+            self._identity = identity
         except (ValueError, KeyError, TypeError) as exc:
             # Microseconds: two corrupt loads in one second must not overwrite the evidence.
             stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
@@ -134,25 +181,37 @@ class Checkpoint:
                 error=str(exc),
                 hint="claims prepared before are forgotten; their pods may need a restart",
             )
-            self.claims = {}
+            self.claims, self._canonical, self._identity = {}, {}, None
             raise CorruptCheckpointError(
                 f"checkpoint {self.path} is corrupt ({exc}); moved aside to {aside}"
             ) from exc
 
-    def put(self, entry: ClaimEntry) -> None:
-        """Record ``entry``; memory changes only once the file is written.
+    def put(self, *entries: ClaimEntry) -> None:
+        """Record ``entries`` in one write; memory changes only once the file is written.
 
         A failed write must not be reported as done when the kubelet retries.
         """
-        self._save({**self.claims, entry.uid: entry})
+        self.update(put=entries)
 
-    def remove(self, uid: str) -> None:
-        """Forget a claim, file first; forgetting an unknown claim is a no-op."""
-        if uid in self.claims:
-            self._save({k: v for k, v in self.claims.items() if k != uid})
+    def remove(self, *uids: str) -> None:
+        """Forget claims in one write, file first; unknown claims are ignored."""
+        self.update(remove=uids)
 
-    def _save(self, entries: dict[str, ClaimEntry]) -> None:
-        claims = {uid: entry.to_json() for uid, entry in sorted(entries.items())}
-        document = {"version": _FORMAT_VERSION, "checksum": _checksum(claims), "claims": claims}
-        atomic_write_json(self.path, document, mode=0o600)
-        self.claims = entries
+    def update(self, *, put: Sequence[ClaimEntry] = (), remove: Sequence[str] = ()) -> None:
+        """Record ``put`` and forget ``remove`` in one write (nothing to change: no write)."""
+        forget = [uid for uid in remove if uid in self.claims]
+        if not put and not forget:
+            return
+        entries = {uid: e for uid, e in self.claims.items() if uid not in forget}
+        canonical = {uid: c for uid, c in self._canonical.items() if uid not in forget}
+        for entry in put:
+            entries[entry.uid] = entry
+            canonical[entry.uid] = _canonical(entry.to_json())
+        claims_json = _claims_json(canonical)
+        document = (
+            f'{{"checksum":"{_checksum(claims_json)}","claims":{claims_json},'
+            f'"version":{_FORMAT_VERSION}}}\n'
+        )
+        atomic_write_bytes(self.path, document.encode(), mode=0o600)
+        self.claims, self._canonical = entries, canonical
+        self._identity = _identity(self.path)

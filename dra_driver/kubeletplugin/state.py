@@ -18,13 +18,16 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from dra_driver.api import Backend, DriverNames
+from dra_driver.api import Backend, DriverNames, EffectiveConfig
 from dra_driver.cdi import (
     HostPaths,
     UnsafeNameError,
+    atomic_write_bytes,
     atomic_write_json,
     check_claim_uid,
+    json_bytes,
     spec_file_name,
+    sync_directory_of,
 )
 from dra_driver.cdi.backends import HAMI_LIBRARY_PATH
 from dra_driver.k8s.errors import ApiError, NotFoundError
@@ -63,6 +66,18 @@ class Outcome:
 
     devices: tuple[PreparedDevice, ...] = ()
     error: str = ""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Plan:
+    """A new claim of a prepare batch: what to checkpoint and write."""
+
+    ref: ClaimRef
+    entry: ClaimEntry
+    spec: dict[str, Any]
+    devices: tuple[PreparedDevice, ...]
+    host: HostPaths
+    config: EffectiveConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,34 +185,71 @@ class ClaimPreparer:
                 path.unlink(missing_ok=True)
 
     def prepare(self, refs: Sequence[ClaimRef]) -> dict[str, Outcome]:
-        """Prepare each claim; one claim's failure never affects another's answer."""
+        """Prepare each claim; one claim's failure never affects another's answer.
+
+        The batch moves through the steps together: every new claim is checkpointed
+        ``PrepareStarted`` in one write, then the CDI specs are written, then one write
+        records them ``PrepareCompleted``. A crash anywhere leaves what reconciliation rolls
+        back, and a batch costs two checkpoint writes instead of two per claim.
+        """
         with self._exclusive():
-            return {ref.uid: self._prepare_one(ref) for ref in refs}
+            outcomes: dict[str, Outcome] = {}
+            planned: list[_Plan] = []
+            for ref in refs:
+                with self._answering(ref, outcomes):
+                    plan = self._plan(ref)
+                    if isinstance(plan, _Plan):
+                        planned.append(plan)
+                    else:
+                        outcomes[ref.uid] = Outcome(devices=plan)
+            if planned:
+                self._prepare_planned(planned, outcomes)
+            return {ref.uid: outcomes[ref.uid] for ref in refs}
 
     def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
-        """Unprepare each claim; an unknown claim succeeds. Returns errors ("" for success)."""
-        with self._exclusive():
-            return {ref.uid: self._unprepare_one(ref) for ref in refs}
+        """Unprepare each claim; an unknown claim succeeds. Returns errors ("" for success).
 
-    def _prepare_one(self, ref: ClaimRef) -> Outcome:
+        Specs and host directories go first, then one checkpoint write forgets the batch: a
+        crash in between leaves completed entries whose specs reconciliation restores, and the
+        kubelet, never told of success, asks again.
+        """
+        with self._exclusive():
+            errors = {ref.uid: self._unprepare_one(ref) for ref in refs}
+            done = [uid for uid, error in errors.items() if not error]
+            try:
+                self._checkpoint.remove(*done)
+            except OSError as exc:
+                log.exception("unprepare.io_error")
+                errors.update(dict.fromkeys(done, f"removing claim state failed: {exc}"))
+            for uid in done:
+                if not errors[uid]:
+                    log.info("unprepare.done", claim_uid=uid)
+            return errors
+
+    @contextlib.contextmanager
+    def _answering(self, ref: ClaimRef, outcomes: dict[str, Outcome]) -> Iterator[None]:
+        """Turn a failure while preparing ``ref`` into its error answer, logged with the claim."""
         with bound(claim_uid=ref.uid, namespace=ref.namespace, name=ref.name):
             try:
-                check_claim_uid(ref.uid)
-                return Outcome(devices=self._prepare_checked(ref))
+                yield
             except (ClaimError, UnsafeNameError) as exc:
                 log.warning("prepare.refused", error=str(exc))
-                return Outcome(error=str(exc))
+                outcomes[ref.uid] = Outcome(error=str(exc))
             except ApiError as exc:
                 log.warning("prepare.api_error", error=str(exc))
-                return Outcome(error=f"reading the claim failed, will be retried: {exc}")
+                outcomes[ref.uid] = Outcome(
+                    error=f"reading the claim failed, will be retried: {exc}"
+                )
             except OSError as exc:
                 log.exception("prepare.io_error")
-                return Outcome(error=f"writing claim state failed: {exc}")
+                outcomes[ref.uid] = Outcome(error=f"writing claim state failed: {exc}")
             except Exception as exc:  # one claim must never fail the kubelet's whole batch
                 log.exception("prepare.unexpected_error")
-                return Outcome(error=f"internal error preparing the claim: {exc!r}")
+                outcomes[ref.uid] = Outcome(error=f"internal error preparing the claim: {exc!r}")
 
-    def _prepare_checked(self, ref: ClaimRef) -> tuple[PreparedDevice, ...]:
+    def _plan(self, ref: ClaimRef) -> _Plan | tuple[PreparedDevice, ...]:
+        """Return the work for a new claim, or the devices of one prepared before."""
+        check_claim_uid(ref.uid)
         existing = self._checkpoint.claims.get(ref.uid)
         if existing is not None and existing.state is ClaimState.PREPARE_COMPLETED:
             spec_path = self._paths.cdi_root / existing.spec_file
@@ -227,25 +279,62 @@ class ClaimPreparer:
             host=host,
         )
         spec_file = spec_file_name(self._names, ref.uid)
-        base = ClaimEntry(ref.uid, ref.namespace, ref.name, ClaimState.PREPARE_STARTED, spec_file)
-        self._checkpoint.put(base)
+        entry = ClaimEntry(ref.uid, ref.namespace, ref.name, ClaimState.PREPARE_STARTED, spec_file)
+        return _Plan(ref, entry, prepared.spec.to_dict(), prepared.devices, host, prepared.config)
+
+    def _prepare_planned(self, planned: list[_Plan], outcomes: dict[str, Outcome]) -> None:
+        try:
+            self._checkpoint.put(*(plan.entry for plan in planned))
+        except OSError as exc:
+            log.exception("prepare.io_error")
+            for plan in planned:
+                outcomes[plan.ref.uid] = Outcome(error=f"writing claim state failed: {exc}")
+            return
         pause_point("after-started")
-        if prepared.config.backend is Backend.HAMI_CORE:
-            host.hami_cache_dir.mkdir(parents=True, exist_ok=True)
-            # Container processes run as any user and must share the region file.
-            host.hami_cache_dir.chmod(0o777)
-        spec = prepared.spec.to_dict()
-        atomic_write_json(self._paths.cdi_root / spec_file, spec)
+        written: list[_Plan] = []
+        for plan in planned:
+            with self._answering(plan.ref, outcomes):
+                if plan.config.backend is Backend.HAMI_CORE:
+                    plan.host.hami_cache_dir.mkdir(parents=True, exist_ok=True)
+                    # Container processes run as any user and must share the region file.
+                    plan.host.hami_cache_dir.chmod(0o777)
+                path = self._paths.cdi_root / plan.entry.spec_file
+                atomic_write_bytes(path, json_bytes(plan.spec), sync_directory=False)
+                written.append(plan)
+        try:
+            sync_directory_of(self._paths.cdi_root / planned[0].entry.spec_file)
+        except OSError as exc:
+            log.exception("prepare.io_error")
+            for plan in written:
+                outcomes[plan.ref.uid] = Outcome(error=f"writing claim state failed: {exc}")
         pause_point("after-spec")
-        self._checkpoint.put(
+        failed = [plan.ref.uid for plan in planned if plan not in written]
+        for plan in planned:
+            if plan not in written:
+                shutil.rmtree(plan.host.hami_cache_dir, ignore_errors=True)
+        completed = [
             dataclasses.replace(
-                base, state=ClaimState.PREPARE_COMPLETED, devices=prepared.devices, spec=spec
+                plan.entry, state=ClaimState.PREPARE_COMPLETED, devices=plan.devices, spec=plan.spec
             )
-        )
-        log.info(
-            "prepare.done", devices=len(prepared.devices), backend=str(prepared.config.backend)
-        )
-        return prepared.devices
+            for plan in written
+            if plan.ref.uid not in outcomes
+        ]
+        try:
+            self._checkpoint.update(put=completed, remove=failed)
+        except OSError as exc:
+            log.exception("prepare.io_error")
+            for entry in completed:
+                outcomes[entry.uid] = Outcome(error=f"writing claim state failed: {exc}")
+            return
+        for plan in written:
+            if plan.ref.uid not in outcomes:
+                with bound(
+                    claim_uid=plan.ref.uid, namespace=plan.ref.namespace, name=plan.ref.name
+                ):
+                    log.info(
+                        "prepare.done", devices=len(plan.devices), backend=str(plan.config.backend)
+                    )
+                outcomes[plan.ref.uid] = Outcome(devices=plan.devices)
 
     def _unprepare_one(self, ref: ClaimRef) -> str:
         with bound(claim_uid=ref.uid, namespace=ref.namespace, name=ref.name):
@@ -253,15 +342,12 @@ class ClaimPreparer:
                 check_claim_uid(ref.uid)
             except UnsafeNameError as exc:
                 return str(exc)
-            entry = self._checkpoint.claims.get(ref.uid)
             try:
                 (self._paths.cdi_root / spec_file_name(self._names, ref.uid)).unlink(
                     missing_ok=True
                 )
                 shutil.rmtree(self._paths.host_paths(ref.uid).hami_cache_dir, ignore_errors=True)
-                self._checkpoint.remove(ref.uid)
             except OSError as exc:
                 log.exception("unprepare.io_error")
                 return f"removing claim state failed: {exc}"
-            log.info("unprepare.done", known=entry is not None)
             return ""

@@ -260,3 +260,33 @@ def test_after_a_corrupt_load_the_next_put_starts_a_fresh_file(path: Path, saved
     reloaded.load()
     assert reloaded.claims == {UID_C: completed(UID_C)}
     assert len([p for p in path.parent.iterdir() if ASIDE.fullmatch(p.name)]) == 1
+
+
+def test_a_file_replaced_by_another_process_is_read_again(tmp_path: Path) -> None:
+    """Load skips a file it wrote itself, but not one another plugin process replaced."""
+    ours = Checkpoint(tmp_path / "checkpoint.json")
+    ours.put(started(UID_A))
+    theirs = Checkpoint(tmp_path / "checkpoint.json")
+    theirs.load()
+    theirs.put(completed(UID_B))  # a rolling update's other pod, through a rename
+    ours.load()
+    assert set(ours.claims) == {UID_A, UID_B}
+    assert ours.claims[UID_B] == completed(UID_B)
+
+
+def test_a_batch_is_one_write_with_the_same_bytes_as_one_by_one(tmp_path: Path) -> None:
+    """put(*entries) writes once, and the file equals the one written entry by entry."""
+    batched, single = Checkpoint(tmp_path / "a.json"), Checkpoint(tmp_path / "b.json")
+    before = batched.path.exists()
+    batched.put(completed(UID_A), started(UID_B), completed(UID_C))
+    for entry in (completed(UID_A), started(UID_B), completed(UID_C)):
+        single.put(entry)
+    assert not before
+    assert batched.path.read_bytes() == single.path.read_bytes()
+    batched.remove(UID_B, UID_C, "not-there")
+    single.remove(UID_B)
+    single.remove(UID_C)
+    assert batched.path.read_bytes() == single.path.read_bytes()
+    reread = Checkpoint(tmp_path / "a.json")
+    reread.load()
+    assert reread.claims == {UID_A: completed(UID_A)}

@@ -11,7 +11,7 @@ import pytest
 
 from dra_driver.api import DEFAULT_DRIVER_NAME, Backend, DriverNames
 from dra_driver.cdi import spec_file_name
-from dra_driver.cdi.spec import atomic_write_json
+from dra_driver.cdi.spec import atomic_write_bytes
 from dra_driver.k8s.errors import NotFoundError
 from dra_driver.kubeletplugin import checkpoint as checkpoint_module
 from dra_driver.kubeletplugin.checkpoint import Checkpoint, ClaimEntry, ClaimState
@@ -167,16 +167,16 @@ def test_reprepare_restores_a_vanished_spec(node: _Node) -> None:
 
 def _fail_checkpoint_write(monkeypatch: pytest.MonkeyPatch, call: int) -> None:
     """Make the ``call``-th checkpoint write (1-based) fail like a full disk."""
-    real = atomic_write_json
+    real = atomic_write_bytes
     calls = {"n": 0}
 
-    def flaky(path: Path, doc: Any, mode: int = 0o644) -> None:
+    def flaky(path: Path, data: bytes, mode: int = 0o644) -> None:
         calls["n"] += 1
         if calls["n"] == call:
             raise OSError(28, "No space left on device")
-        real(path, doc, mode=mode)
+        real(path, data, mode=mode)
 
-    monkeypatch.setattr(checkpoint_module, "atomic_write_json", flaky)
+    monkeypatch.setattr(checkpoint_module, "atomic_write_bytes", flaky)
 
 
 def test_failed_completed_save_is_not_reported_prepared(

@@ -16,6 +16,7 @@ from structlog.testing import capture_logs
 from dra_driver.api import DEFAULT_DRIVER_NAME, Backend, DriverNames
 from dra_driver.cdi import spec_file_name, validate_spec
 from dra_driver.k8s.errors import NotFoundError
+from dra_driver.kubeletplugin import checkpoint as checkpoint_module
 from dra_driver.kubeletplugin.checkpoint import (
     Checkpoint,
     ClaimEntry,
@@ -462,3 +463,26 @@ def test_corrupt_checkpoint_at_start_is_moved_aside(node: Node, content: bytes) 
     _, error = prepare_one(restarted, other)
     assert error == ""
     assert set(node.checkpoint()) == {other.uid}
+
+
+def test_a_batch_costs_two_checkpoint_writes_whatever_its_size(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """32 new claims are checkpointed Started in one write and Completed in one more."""
+    preparer = node.started()
+    refs = [node.claims.add(claim(new_uid(), f"c{i}")) for i in range(32)]
+    writes: list[Path] = []
+    real = checkpoint_module.atomic_write_bytes
+
+    def counted(path: Path, data: bytes, mode: int = 0o644) -> None:
+        writes.append(path)
+        real(path, data, mode=mode)
+
+    monkeypatch.setattr(checkpoint_module, "atomic_write_bytes", counted)
+    answers = preparer.prepare(refs)
+    assert all(outcome.error == "" for outcome in answers.values())
+    assert len(writes) == 2
+    assert {e.state for e in node.started().prepared.values()} == {ClaimState.PREPARE_COMPLETED}
+    writes.clear()
+    assert set(preparer.unprepare(refs).values()) == {""}
+    assert len(writes) == 1

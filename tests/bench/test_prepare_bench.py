@@ -1,0 +1,34 @@
+"""hack/bench/prepare.py at a tiny size: the plugin answers, and the figures are consistent."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_prepare_benchmark_smoke_run_prepares_everything_and_cleans_up() -> None:
+    """Every call succeeds, every size is measured, memory is read, and no spec is left."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "hack/bench/prepare.py"), "--smoke"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=100,
+    )
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["benchmark"] == "prepare"
+    assert result["errors"] == []
+    assert result["cdi_specs_left"] == 0
+    assert result["plugin_exit_status"] == 0
+    for kind in ("prepare", "unprepare"):
+        for size in (1, 8, 32):
+            latency = result["latency"][f"{kind}_{size}"]
+            assert latency["count"] == result["rounds"] == 3
+            assert 0 < latency["p50_ms"] <= latency["p99_ms"] <= latency["max_ms"]
+    memory = result["memory"]
+    assert 0 < memory["idle_rss_mb"] <= memory["rss_with_64_prepared_mb"]
+    assert set(result["targets"]) == {"prepare_1_p99_ms", "prepare_32_p99_ms", "idle_rss_mb"}
