@@ -11,13 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sys
 from collections.abc import Iterator, Mapping
 from http import HTTPStatus
 from typing import Final
 
-import aiohttp
 import urllib3.exceptions
-from kubernetes.aio.client.exceptions import ApiException as AioApiException
 from kubernetes.client.exceptions import ApiException as SyncApiException
 
 
@@ -175,15 +174,32 @@ def from_exception(exc: BaseException) -> ApiError:
     return RetryableError(f"connection to the API server failed: {exc}", reason="ConnectionError")
 
 
+def _async_failure_types() -> tuple[type[BaseException], ...]:
+    """Failure types of the async client, if something loaded it.
+
+    Not imported here: aiohttp and ``kubernetes.aio`` cost the privileged kubelet plugin,
+    which never uses them, memory on every node. Their errors cannot exist unless loaded.
+    """
+    found: list[type[BaseException]] = []
+    aio = sys.modules.get("kubernetes.aio.client.exceptions")
+    if aio is not None:
+        found.append(aio.ApiException)
+    aiohttp = sys.modules.get("aiohttp")
+    if aiohttp is not None:
+        found.append(aiohttp.ClientError)
+    return tuple(found)
+
+
 def _is_client_failure(exc: BaseException) -> bool:
     return isinstance(
         exc,
-        SyncApiException
-        | AioApiException
-        | urllib3.exceptions.HTTPError
-        | aiohttp.ClientError
-        | TimeoutError
-        | ConnectionError,
+        (
+            SyncApiException,
+            urllib3.exceptions.HTTPError,
+            TimeoutError,
+            ConnectionError,
+            *_async_failure_types(),
+        ),
     )
 
 

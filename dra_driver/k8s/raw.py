@@ -10,6 +10,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from kubernetes import client
+
 from dra_driver.k8s.errors import translate_errors
 
 Object = dict[str, Any]
@@ -26,6 +28,30 @@ def call(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Object:  # no
     if not data:
         return {}
     body: Object = json.loads(data)
+    return body
+
+
+def get(api_client: client.ApiClient, path: str, **path_params: str) -> Object:
+    """GET ``path`` (e.g. ``/api/v1/nodes/{name}``) and return the body as a dict.
+
+    For callers that would otherwise build a generated API class only for one read:
+    ``CoreV1Api`` alone imports some 230 model modules, 20 MB in every kubelet plugin.
+    """
+    request = api_client.param_serialize(
+        method="GET",
+        resource_path=path,
+        path_params=path_params,
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+    )
+    with translate_errors():
+        # The generated methods' own path for _preload_content=False: raises on non-2xx.
+        response = api_client._call_with_legacy_options(
+            request, {}, async_req=None, preload_content=False, request_timeout=None,
+            return_http_data_only=True,
+        )  # fmt: skip
+        data = response.data
+    body: Object = json.loads(data) if data else {}
     return body
 
 

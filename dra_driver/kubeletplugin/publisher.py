@@ -78,8 +78,7 @@ class SlicePublisher:
         self._on_capacity_unsupported = on_capacity_unsupported
         self._recheck_seconds = recheck_seconds
         self._resource = client.ResourceV1Api(api_client)
-        self._core = client.CoreV1Api(api_client)
-        self._version_api = client.VersionApi(api_client)
+        self._api_client = api_client
         self._lock = threading.Lock()
         self._cards: tuple[Card, ...] | None = None
         self._wanted = 0  # bumped by every publish(), so a pass knows whether it is current
@@ -161,7 +160,7 @@ class SlicePublisher:
 
     def _read_node_uid(self) -> str:
         try:
-            node = raw.call(self._core.read_node, self._node_name)
+            node = raw.get(self._api_client, "/api/v1/nodes/{name}", name=self._node_name)
         except NotFoundError:
             log.info("slices.node_missing", node=self._node_name, retry=_NODE_RETRY_SECONDS)
             raise Requeue(_NODE_RETRY_SECONDS, "node not found") from None
@@ -278,6 +277,6 @@ class SlicePublisher:
 
     def _git_version(self) -> str:
         try:
-            return str(raw.call(self._version_api.get_code).get("gitVersion") or "unknown")
+            return str(raw.get(self._api_client, "/version/").get("gitVersion") or "unknown")
         except ApiError as exc:
             return f"unknown: {exc}"
