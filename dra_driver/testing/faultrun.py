@@ -1,0 +1,293 @@
+"""A reliability run: real components killed and restarted under API faults, then invariants.
+
+The controller and one kubelet plugin per node run as real processes against a
+:class:`~dra_driver.testing.cluster.FakeCluster` (its kubelets prepare through the plugins'
+sockets). Each cycle creates gated pods with quarter- and half-card shares, deletes some older
+ones, and SIGKILLs a random component at a random moment (often mid-allocation or
+mid-prepare), restarting it at once. Meanwhile the API server answers a fraction of requests
+with 409 Conflicts, 500s (some after the write happened), dropped connections (as a timeout
+looks to the client), slow answers, dropped watches, and compactions that expire every watch.
+
+At the end the faults stop, every component is running, the run waits until every live pod
+runs and every deleted pod's claim is gone, and :func:`dra_driver.testing.invariants.check`
+judges the final state. ``controllers=2`` runs two replicas without leader election, so only
+optimistic concurrency stands between them and a double allocation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+from kubernetes import client
+
+from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
+from dra_driver.api.classes import default_device_classes
+from dra_driver.k8s import raw
+from dra_driver.k8s.errors import ApiError, ConflictError, NotFoundError
+from dra_driver.nvml.inventory import dump_inventory, parse_inventory
+from dra_driver.testing import invariants
+from dra_driver.testing.apiserver.faults import Fault
+from dra_driver.testing.apiserver.routing import RequestInfo
+from dra_driver.testing.cluster import FakeCluster
+from dra_driver.testing.processes import ComponentProcess, start_controller, start_plugin
+
+T = TypeVar("T")
+Object = dict[str, Any]
+
+NAMES: Final = DriverNames.for_driver(DEFAULT_DRIVER_NAME)
+NAMESPACE: Final = "default"
+SHARES: Final = {"quarter": ("25", "20Gi", 1), "half": ("50", "40Gi", 2)}
+"""Template name -> (cores, memory, quarter-card units)."""
+_DELETE_EVERY: Final = 3
+"""Every third cycle deletes a third of the live pods."""
+_COMPACTION_ODDS: Final = 0.3
+"""Chance per cycle that the API server compacts, expiring every watch."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FaultRunSettings:
+    """The size of a run; the defaults are the bounded run of the test suite."""
+
+    nodes: int = 2
+    cards: int = 2
+    cycles: int = 8
+    pods_per_cycle: int = 3
+    controllers: int = 1
+    api_faults: bool = True
+    settle_seconds: float = 90.0
+    seed: int = 0
+
+
+@dataclasses.dataclass
+class FaultRunReport:
+    """What happened, and whether the final state is sound."""
+
+    cycles: int = 0
+    kills: Counter[str] = dataclasses.field(default_factory=Counter)
+    faults: Counter[str] = dataclasses.field(default_factory=Counter)
+    pods_created: int = 0
+    pods_deleted: int = 0
+    pods_running: int = 0
+    violations: list[str] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_json(self) -> Object:
+        """Return the report as the JSON a benchmark line carries."""
+        return {
+            **dataclasses.asdict(self),
+            "kills": dict(self.kills),
+            "faults": dict(self.faults),
+            "passed": not self.violations,
+        }
+
+
+def _inventory(settings: FaultRunSettings) -> str:
+    return f"""
+generate:
+  nodes: {settings.nodes}
+  namePrefix: fault-
+  cardsPerNode: {settings.cards}
+  card: {{productName: NVIDIA H100 80GB HBM3, memory: 80Gi, architecture: Hopper,
+          cudaComputeCapability: "9.0", driverVersion: "550.54.15", numaNodes: 1}}
+"""
+
+
+def _template(name: str, cores: str, memory: str) -> Object:
+    exactly = {
+        "deviceClassName": NAMES.default_device_class,
+        "capacity": {"requests": {"cores": cores, "memory": memory}},
+    }
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}},
+    }
+
+
+def _pod(name: str, template: str) -> Object:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "containers": [
+                {"name": "main", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}
+            ],
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
+            "schedulingGates": [{"name": NAMES.scheduling_gate}],
+        },
+    }
+
+
+def _retrying(call: Callable[[], T], attempts: int = 50) -> T:
+    """Run one of the run's own API calls through the injected faults."""
+    for _ in range(attempts - 1):
+        try:
+            return call()
+        except (ApiError, ConflictError):
+            time.sleep(0.05)
+    return call()
+
+
+class FaultRun:
+    """One run; :meth:`run` returns its report."""
+
+    def __init__(self, settings: FaultRunSettings, work_dir: Path) -> None:
+        self.settings = settings
+        self.work_dir = work_dir
+        self.rng = random.Random(settings.seed)  # noqa: S311 - reproducible runs, not secrets
+        self.report = FaultRunReport()
+        self.live: dict[str, int] = {}
+        """Pod name -> quarter-card units it holds."""
+        self.gone: list[str] = []
+        self._inventory_file = work_dir / "inventory.yaml"
+        inventory = parse_inventory(_inventory(settings))
+        self._inventory_file.write_text(dump_inventory(inventory))
+        self.cluster = FakeCluster(inventory, work_dir)
+        self.components: dict[str, ComponentProcess] = {}
+        self._faults: dict[str, Fault] = {}
+        self._serial = 0
+
+    # -- components -----------------------------------------------------------------------
+
+    def _start(self, name: str) -> ComponentProcess:
+        if name.startswith("controller"):
+            # Leader election would make a restarted replica wait out the Lease.
+            return start_controller(self.cluster, args=["--no-leader-elect"])
+        return start_plugin(self.cluster, name.removeprefix("plugin-"), self._inventory_file)
+
+    def _start_all(self) -> None:
+        names = [f"plugin-{n.name}" for n in self.cluster.inventory.nodes]
+        names += [f"controller-{i}" for i in range(self.settings.controllers)]
+        for name in names:
+            self.components[name] = self._start(name)
+        for process in self.components.values():
+            process.wait_ready(60)
+
+    def _kill_one(self) -> None:
+        name = self.rng.choice(sorted(self.components))
+        time.sleep(self.rng.uniform(0.0, 0.8))
+        self.components[name].kill()
+        self.report.kills[name.split("-")[0]] += 1
+        time.sleep(self.rng.uniform(0.0, 0.3))
+        self.components[name] = self.components[name].restart()
+        self.components[name].wait_ready(60)
+
+    # -- faults -------------------------------------------------------------------------
+
+    def _inject(self) -> None:
+        inject = self.cluster.server.faults.inject
+        seed = self.settings.seed
+        not_watch: Callable[[RequestInfo], bool] = lambda r: r.verb != "watch"  # noqa: E731
+        self._faults = {
+            "conflict": inject(
+                verb="update", resource="resourceclaims/status", status=409, probability=0.15,
+                seed=seed,
+            ),
+            "server-error": inject(when=not_watch, status=500, probability=0.03, seed=seed + 1),
+            "lost-answer": inject(
+                verb="update", status=500, after=True, probability=0.05, seed=seed + 2
+            ),
+            "dropped-request": inject(when=not_watch, drop=True, probability=0.01, seed=seed + 3),
+            "slow": inject(delay=0.3, probability=0.03, seed=seed + 4),
+            "dropped-watch": inject(verb="watch", drop=True, probability=0.05, seed=seed + 5),
+        }  # fmt: skip
+
+    def _stop_faults(self) -> None:
+        for kind, fault in self._faults.items():
+            self.report.faults[kind] += fault.hits
+        self.cluster.server.faults.clear()
+
+    # -- workload -----------------------------------------------------------------------
+
+    def _capacity(self) -> int:
+        return self.settings.nodes * self.settings.cards * 4
+
+    def _create_pods(self) -> None:
+        core = client.CoreV1Api(self.cluster.api)
+        for _ in range(self.settings.pods_per_cycle):
+            template = self.rng.choice(sorted(SHARES))
+            units = SHARES[template][2]
+            # Three quarters of the cards at most: every live pod must fit in the end.
+            if sum(self.live.values()) + units > self._capacity() * 3 // 4:
+                return
+            self._serial += 1
+            name = f"p{self._serial}"
+            manifest = _pod(name, template)
+            _retrying(functools.partial(raw.call, core.create_namespaced_pod, NAMESPACE, manifest))
+            self.live[name] = units
+            self.report.pods_created += 1
+
+    def _delete_pods(self) -> None:
+        core = client.CoreV1Api(self.cluster.api)
+        for name in self.rng.sample(sorted(self.live), len(self.live) // 3):
+            with contextlib.suppress(NotFoundError):
+                _retrying(functools.partial(raw.call, core.delete_namespaced_pod, name, NAMESPACE))
+            del self.live[name]
+            self.gone.append(name)
+            self.report.pods_deleted += 1
+
+    # -- the end ------------------------------------------------------------------------
+
+    def _settled(self) -> bool:
+        core, resource = client.CoreV1Api(self.cluster.api), client.ResourceV1Api(self.cluster.api)
+        pods = {
+            p["metadata"]["name"]: p
+            for p in raw.call(core.list_namespaced_pod, NAMESPACE).get("items") or []
+        }
+        running = [
+            n for n in self.live if (pods.get(n, {}).get("status") or {}).get("phase") == "Running"
+        ]
+        self.report.pods_running = len(running)
+        claims = raw.call(resource.list_namespaced_resource_claim, NAMESPACE).get("items") or []
+        owners = {
+            ref["name"]
+            for claim in claims
+            for ref in claim["metadata"].get("ownerReferences") or []
+        }
+        return len(running) == len(self.live) and not any(
+            name in pods or name in owners for name in self.gone
+        )
+
+    def run(self) -> FaultRunReport:
+        """Run every cycle, settle, check; the cluster and processes are stopped after."""
+        started = time.monotonic()
+        self.cluster.start()
+        try:
+            self.cluster.apply(default_device_classes(NAMES))
+            self.cluster.apply([_template(n, c, m) for n, (c, m, _) in SHARES.items()], NAMESPACE)
+            self._start_all()
+            if self.settings.api_faults:
+                self._inject()
+            for cycle in range(self.settings.cycles):
+                self._create_pods()
+                if cycle % _DELETE_EVERY == _DELETE_EVERY - 1:
+                    self._delete_pods()
+                if self.settings.api_faults and self.rng.random() < _COMPACTION_ODDS:
+                    self.cluster.server.compact()
+                    self.report.faults["expired-watches"] += 1
+                self._kill_one()
+                self.report.cycles += 1
+            self._stop_faults()
+            try:
+                self.cluster.wait_for(
+                    self._settled, "the cluster to settle", self.settings.settle_seconds
+                )
+            except TimeoutError as exc:
+                self.report.violations.append(str(exc))
+            self.report.violations += invariants.check(self.cluster, NAMES)
+        finally:
+            for process in self.components.values():
+                process.kill()
+            self.cluster.stop()
+            self.report.seconds = round(time.monotonic() - started, 1)
+        return self.report

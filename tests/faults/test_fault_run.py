@@ -1,0 +1,29 @@
+"""The bounded reliability run: real processes killed under API faults, then the invariants."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dra_driver.testing.faultrun import FaultRun, FaultRunSettings
+
+
+@pytest.mark.parametrize(
+    ("controllers", "cycles"),
+    [(1, 8), (2, 6)],
+    ids=["kill-and-restart", "two-controllers-racing"],
+)
+def test_a_run_with_kills_and_api_faults_ends_sound(
+    work_dir: Path, controllers: int, cycles: int
+) -> None:
+    """Every cycle kills a component; the final state breaks no invariant and every pod runs."""
+    report = FaultRun(
+        FaultRunSettings(cycles=cycles, controllers=controllers, seed=controllers), work_dir
+    ).run()
+    assert report.violations == []
+    assert report.cycles == cycles
+    assert sum(report.kills.values()) == cycles
+    assert report.faults["conflict"] + report.faults["server-error"] > 0
+    assert report.pods_created > report.pods_deleted
+    assert report.pods_running == report.pods_created - report.pods_deleted
