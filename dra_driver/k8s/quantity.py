@@ -20,6 +20,9 @@ _QUANTITY: Final = re.compile(
 )
 # A quantity string longer than this is not a real quantity; refusing early bounds the work.
 _MAX_LENGTH: Final = 64
+# 1e40 is far beyond any device (exa is 1e18); "9e99999" would be a 100,000-digit number that
+# costs seconds in every comparison: a request from anyone who can create a claim.
+_MAX_EXPONENT: Final = 40
 
 
 class QuantityError(ValueError):
@@ -45,7 +48,13 @@ def parse_quantity(text: str) -> Fraction:
     if match["binary"]:
         value *= 1024 ** _BINARY[match["binary"]]
     elif match["exponent"]:
-        value *= Fraction(10) ** int(match["exponent"][1:])
+        exponent = int(match["exponent"][1:])
+        if abs(exponent) > _MAX_EXPONENT:
+            raise QuantityError(
+                f"quantity {text!r}: exponent {exponent} is out of range "
+                f"(-{_MAX_EXPONENT} to {_MAX_EXPONENT})"
+            )
+        value *= Fraction(10) ** exponent
     else:
         value *= Fraction(1000) ** _DECIMAL[match["decimal"] or ""]
     return -value if match["sign"] == "-" else value

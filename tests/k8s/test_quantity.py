@@ -89,3 +89,11 @@ def test_ceil_rounds_up_like_value() -> None:
 def test_format_then_parse_round_trips(value: int, fmt: QuantityFormat) -> None:
     """Any integer written by format_quantity parses back to the same value."""
     assert parse_quantity(format_quantity(value, fmt)) == value
+
+
+def test_an_exponent_out_of_range_is_refused_before_any_arithmetic() -> None:
+    """1e40 parses; 9e99999 (a 100,000-digit number, seconds per comparison) is refused."""
+    assert parse_quantity("1e40") == 10**40
+    assert parse_quantity("1e-40") == Fraction(1, 10**40)
+    with pytest.raises(QuantityError, match=r"exponent 99999 is out of range \(-40 to 40\)"):
+        parse_quantity("9e99999")
