@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from bench.smoke import smoke_run
 
 
 def test_allocator_benchmark_smoke_run_reports_every_cell() -> None:
     """The smoke run covers sizes x occupancies x policies, and every number adds up."""
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "hack/bench/allocator.py"), "--smoke"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=100,
-    )
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = smoke_run("allocator.py")
     assert result["benchmark"] == "allocator"
     cells = result["cells"]
     assert {(c["nodes"], c["occupancy_target"], c["policy"]) for c in cells} == {

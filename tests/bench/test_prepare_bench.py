@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from bench.smoke import smoke_run
 
 
 def test_prepare_benchmark_smoke_run_prepares_everything_and_cleans_up() -> None:
     """Every call succeeds, every size is measured, memory is read, and no spec is left."""
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "hack/bench/prepare.py"), "--smoke"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=100,
-    )
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = smoke_run("prepare.py")
     assert result["benchmark"] == "prepare"
     assert result["errors"] == []
     assert result["cdi_specs_left"] == 0
