@@ -106,6 +106,7 @@ class ApiApp:
         self.deleter = Deleter(self.writer, graceful_pods=graceful_pods)
         self.faults = Faults()
         self.requests: Counter[tuple[str, str]] = Counter()
+        self.requests_by_agent: Counter[str] = Counter()
         self.internal_errors: list[str] = []
         self.stopping = threading.Event()
         self.bookmark_interval = 5.0
@@ -115,10 +116,11 @@ class ApiApp:
         for name in BOOTSTRAP_NAMESPACES:
             self.writer.create(namespaces, "", {"metadata": {"name": name}})
 
-    def count(self, info: RequestInfo) -> None:
-        """Record one request by (verb, resource)."""
+    def count(self, info: RequestInfo, user_agent: str) -> None:
+        """Record one request by (verb, resource) and by the client's User-Agent."""
         with self._count_lock:
             self.requests[(info.verb, info.resource)] += 1
+            self.requests_by_agent[user_agent] += 1
 
     def execute(self, info: RequestInfo, raw: bytes, content_type: str) -> Response:
         """Run one non-watch request; API errors become Status responses."""

@@ -143,9 +143,15 @@ class FakeApiServer:
         """Return the requests served by ``(verb, resource)``, e.g. ``("patch", "pods/status")``."""
         return self.app.requests
 
+    @property
+    def requests_by_agent(self) -> Counter[str]:
+        """Return the requests served by the client's ``User-Agent`` header (``""``: none sent)."""
+        return self.app.requests_by_agent
+
     def reset_requests(self) -> None:
-        """Zero the request counter."""
+        """Zero the request counters."""
         self.app.requests.clear()
+        self.app.requests_by_agent.clear()
 
     @property
     def faults(self) -> Faults:

@@ -91,7 +91,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send(Response.error(exc))
             return
         if info.verb != "discovery":
-            app.count(info)
+            app.count(info, self.headers.get("User-Agent", ""))
         if self._fault(info, after=False):
             return
         if info.verb == "watch":

@@ -519,6 +519,19 @@ def test_request_counter_counts_by_verb_and_resource(
     assert sum(server.requests.values()) == 0
 
 
+def test_request_counter_counts_by_user_agent(server: FakeApiServer) -> None:
+    """server.requests_by_agent tells clients apart by User-Agent; reset_requests zeroes it."""
+    with server.api_client() as first, server.api_client() as second:
+        first.user_agent = "controller/1"
+        second.user_agent = "harness/1"
+        client.ResourceV1Api(first).create_namespaced_resource_claim("default", claim("c1"))
+        client.ResourceV1Api(first).list_namespaced_resource_claim("default")
+        client.CoreV1Api(second).list_namespaced_pod("default")
+    assert server.requests_by_agent == {"controller/1": 2, "harness/1": 1}
+    server.reset_requests()
+    assert sum(server.requests_by_agent.values()) == 0
+
+
 def test_graceful_pod_deletion_waits_for_the_kubelet() -> None:
     """graceful_pod_deletion: a bound pod is only marked; a grace-0 delete (kubelet) removes it."""
     with FakeApiServer(graceful_pod_deletion=True) as server, server.api_client() as api_client:

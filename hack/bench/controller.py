@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Benchmark the allocation controller end to end: gated pods in, allocated claims out.
+
+The harness (fake API server, resourceclaim controller, scheduler; no kubelets) with the
+built-in ``hundred-nodes`` inventory (100 nodes x 8 H100 80GB), the chart's DeviceClasses and
+the slices each node's plugin would publish. ``gpushare-dra controller`` runs as a real
+process. N pods are created back to back, each carrying the scheduling gate the webhook would
+add and naming a ResourceClaimTemplate of a quarter, a half or a whole card (5:3:2).
+
+Then the same pods, ungated, on a fresh cluster without the controller: the harness scheduler
+allocates them first-fit, as kube-scheduler does without the webhook.
+
+A pod counts as allocated when a watch shows every claim of it with ``status.allocation``, in
+both runs; latency runs from the return of its create call. Also reported: until the gate
+was removed (controller run) and until the pod was bound. Requests are what the fake API
+server served between the first create and the last allocation, per allocated pod, in all
+and for the driver alone (every client but the harness's own).
+
+    python hack/bench/controller.py               # 400 pods on 100 nodes (about 2 minutes)
+    python hack/bench/controller.py --pods 800 --timeout 900  # over 10 minutes, see below
+    python hack/bench/controller.py --smoke       # tiny, for the test suite
+
+The harness scheduler's first-fit run is what bounds the size: it rebuilds the allocated
+state for every node it tries, so its cost per pod grows with the pods already placed (400
+pods: about 90 s; 800: over 8 minutes, against under a minute for the controller).
+
+The last line of output is one JSON object with every figure (see hack/bench/benchlib.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import random
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from benchlib import emit, latency_summary, machine
+
+from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
+from dra_driver.api.classes import default_device_classes
+from dra_driver.logging import configure_logging
+from dra_driver.nvml.inventory import Inventory, builtin_inventory
+from dra_driver.testing.cluster import FakeCluster
+from dra_driver.testing.workload import (
+    HARNESS_USER_AGENT,
+    SHARES,
+    Tracker,
+    card_memory,
+    cpu_seconds,
+    plan_wave,
+    publish_slices,
+    share_template,
+    start_leading_controller,
+)
+
+NAMES: Final = DriverNames.for_driver(DEFAULT_DRIVER_NAME)
+NAMESPACE: Final = "default"
+MODES: Final = ("controller", "firstfit")
+
+
+def run_mode(
+    mode: str, inventory: Inventory, pods: int, seed: int, timeout: float
+) -> dict[str, Any]:
+    """Run one mode on a fresh cluster and return its figures."""
+    with (
+        tempfile.TemporaryDirectory(prefix="gpushare-bench-") as work,
+        FakeCluster(inventory, Path(work), kubelets=False) as cluster,
+    ):
+        cluster.api.user_agent = HARNESS_USER_AGENT
+        cluster.apply(default_device_classes(NAMES))
+        publish_slices(cluster, NAMES)
+        memory = card_memory(cluster)
+        cluster.apply(share_template(NAMES, share, memory) for share in SHARES)
+        controller = start_leading_controller(cluster, NAMES) if mode == "controller" else None
+        tracker = Tracker(cluster.api, NAMES, NAMESPACE)
+        tracker.start()
+        wave = plan_wave(NAMES, random.Random(seed), "bench", pods, memory)  # noqa: S311
+        busy = _Busy(controller.pid if controller else None)
+        try:
+            cluster.server.reset_requests()
+            tracker.create(wave, NAMES.scheduling_gate if controller else None)
+            tracker.wait("allocated", wave.pods, timeout)
+            cpu = busy.since_start()
+            by_resource = dict(cluster.server.requests)
+            by_agent = dict(cluster.server.requests_by_agent)
+            tracker.wait("bound", wave.pods, timeout)
+            rss = controller.rss_bytes() if controller else 0
+        finally:
+            tracker.stop()
+            if controller is not None:
+                controller.terminate()
+    allocated = tracker.count("allocated", wave.pods)
+    seconds = tracker.span("allocated", wave.pods)
+    total = sum(by_agent.values())
+    driver = total - by_agent.get(HARNESS_USER_AGENT, 0)
+    return {
+        "pods": pods,
+        "allocated": allocated,
+        "bound": tracker.count("bound", wave.pods),
+        "seconds": round(seconds, 3),
+        "pods_per_s": round(allocated / seconds, 2) if seconds else 0.0,
+        "latency_allocated": latency_summary(tracker.latencies("allocated", wave.pods)),
+        "latency_ungated": latency_summary(
+            tracker.latencies("ungated", wave.pods) if controller else []
+        ),
+        "latency_bound": latency_summary(tracker.latencies("bound", wave.pods)),
+        "requests": {
+            "total": total,
+            "per_allocation": round(total / allocated, 2) if allocated else 0.0,
+            "driver_per_allocation": round(driver / allocated, 2) if allocated else 0.0,
+            "by_verb_resource": {f"{v} {r}": n for (v, r), n in sorted(by_resource.items())},
+        },
+        "cpu_s": cpu,
+        "controller_rss_bytes": rss,
+    }
+
+
+class _Busy:
+    """CPU seconds of this process (API server and harness) and of the controller process."""
+
+    def __init__(self, controller: int | None) -> None:
+        self._controller = controller
+        self._start = self._now()
+
+    def _now(self) -> tuple[float, float]:
+        theirs = cpu_seconds(self._controller) if self._controller else 0.0
+        return time.process_time(), theirs
+
+    def since_start(self) -> dict[str, float]:
+        """Return the CPU seconds each used since this object was made."""
+        now = self._now()
+        return {
+            "harness": round(now[0] - self._start[0], 1),
+            "controller": round(now[1] - self._start[1], 1),
+        }
+
+
+def _ratio(a: float, b: float) -> float:
+    return round(a / b, 3) if b else 0.0
+
+
+def _row(mode: str, result: dict[str, Any]) -> str:
+    latency = result["latency_allocated"]
+    return (
+        f"{mode:>10} {result['allocated']:>5}/{result['pods']:<5} {result['pods_per_s']:>8.1f} "
+        f"{latency['p50_ms']:>9.1f} {latency['p99_ms']:>9.1f} {latency['max_ms']:>9.1f} "
+        f"{result['requests']['per_allocation']:>8.2f} "
+        f"{result['requests']['driver_per_allocation']:>8.2f}"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run both modes, print a table, then the JSON line."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pods", type=int, default=400, help="pods created at once")
+    parser.add_argument("--nodes", type=int, default=100, help="nodes of hundred-nodes used")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=240.0, help="seconds per wait")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, for the test suite")
+    args = parser.parse_args(argv)
+    configure_logging(level="warning")  # the harness's actors narrate every step at debug
+    # Its many informers outnumber the harness client's connection pool; harmless here.
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+    if args.smoke:
+        args.pods, args.nodes, args.timeout = 40, 4, 60.0
+    full = builtin_inventory("hundred-nodes")
+    inventory = dataclasses.replace(full, nodes=full.nodes[: args.nodes])
+    started = time.monotonic()
+    print(
+        f"{len(inventory.nodes)} nodes x 8 cards, {args.pods} pods (quarter:half:whole 5:3:2)\n"
+        f"{'mode':>10} {'allocated':>11} {'pods/s':>8} {'p50 ms':>9} {'p99 ms':>9} "
+        f"{'max ms':>9} {'req/pod':>8} {'drv/pod':>8}"
+    )
+    results = {}
+    for mode in MODES:
+        results[mode] = run_mode(mode, inventory, args.pods, args.seed, args.timeout)
+        print(_row(mode, results[mode]), flush=True)
+    ours, baseline = results["controller"], results["firstfit"]
+    emit(
+        {
+            "benchmark": "controller",
+            "machine": machine(),
+            "nodes": len(inventory.nodes),
+            "cards": sum(len(n.cards) for n in inventory.nodes),
+            "modes": results,
+            "controller_vs_firstfit": {
+                "throughput": _ratio(ours["pods_per_s"], baseline["pods_per_s"]),
+                "p50": _ratio(
+                    ours["latency_allocated"]["p50_ms"], baseline["latency_allocated"]["p50_ms"]
+                ),
+                "p99": _ratio(
+                    ours["latency_allocated"]["p99_ms"], baseline["latency_allocated"]["p99_ms"]
+                ),
+            },
+            "wall_s": round(time.monotonic() - started, 1),
+        }
+    )
+
+
+if __name__ == "__main__":
+    main()

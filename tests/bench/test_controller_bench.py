@@ -1,0 +1,33 @@
+"""hack/bench/controller.py at a tiny size: both modes allocate every pod, figures add up."""
+
+from __future__ import annotations
+
+from bench.smoke import smoke_run
+
+
+def test_controller_benchmark_smoke_run_allocates_every_pod_in_both_modes() -> None:
+    """The smoke run allocates all 40 pods with and without the controller; numbers are sane."""
+    result = smoke_run("controller.py")
+    assert result["benchmark"] == "controller"
+    assert (result["nodes"], result["cards"]) == (4, 32)
+    assert set(result["modes"]) == {"controller", "firstfit"}
+    for mode, figures in result["modes"].items():
+        assert figures["pods"] == figures["allocated"] == figures["bound"] == 40, mode
+        for milestone in ("latency_allocated", "latency_bound"):
+            latency = figures[milestone]
+            assert latency["count"] == 40, (mode, milestone)
+            assert 0 < latency["p50_ms"] <= latency["p99_ms"] <= latency["max_ms"], mode
+        assert figures["pods_per_s"] > 0
+        requests = figures["requests"]
+        assert requests["per_allocation"] == round(requests["total"] / 40, 2) > 0
+        # Every pod was created through the API server, once.
+        assert requests["by_verb_resource"]["create pods"] == 40
+    controller, firstfit = result["modes"]["controller"], result["modes"]["firstfit"]
+    # Only the controller's client is not the harness's, and it writes for every pod.
+    assert controller["requests"]["driver_per_allocation"] >= 3
+    assert firstfit["requests"]["driver_per_allocation"] == 0
+    assert controller["latency_ungated"]["count"] == 40
+    assert firstfit["latency_ungated"]["count"] == 0
+    assert controller["controller_rss_bytes"] > 0
+    ratio = result["controller_vs_firstfit"]
+    assert ratio["throughput"] == round(controller["pods_per_s"] / firstfit["pods_per_s"], 3)
