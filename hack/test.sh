@@ -20,7 +20,7 @@ echo "==> ruff format --check"
 .venv/bin/ruff format --check .
 echo "==> mypy --strict dra_driver and the hack/ scripts"
 .venv/bin/mypy --strict dra_driver
-.venv/bin/mypy --strict hack/bench/*.py hack/faults.py hack/fuzz.py
+.venv/bin/mypy --strict hack/bench/*.py hack/faults.py hack/fuzz.py hack/load.py
 echo "==> helm and kubectl for the chart tests (.tools/bin)"
 ./hack/install-tools.sh
 echo "==> pytest"

@@ -1,0 +1,75 @@
+"""hack/load.py at a bounded size: 3 waves of 60 pods on 10 nodes, end state and memory."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+WAVES, PODS, NODES, REAL_PLUGINS = 3, 60, 10, 2
+
+
+@pytest.fixture(scope="module")
+def report() -> dict[str, Any]:
+    """Run the load script once for this module and return its JSON line."""
+    done = subprocess.run(
+        [
+            sys.executable, str(ROOT / "hack/load.py"),
+            "--waves", str(WAVES), "--pods", str(PODS), "--nodes", str(NODES),
+            "--real-plugins", str(REAL_PLUGINS), "--timeout", "40",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,  # exit 1 only says a check failed; the tests say which
+        timeout=110,
+    )  # fmt: skip
+    assert done.stdout, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_every_wave_runs_all_its_pods_and_leaves_nothing_behind(report: dict[str, Any]) -> None:
+    """Each wave's pods all get allocated and run, and deleting them leaves no trace anywhere."""
+    assert report["benchmark"] == "load"
+    assert len(report["waves"]) == WAVES
+    for number, wave in enumerate(report["waves"], 1):
+        assert wave["created"] == wave["allocated"] == wave["running"] == PODS, number
+        assert wave["success_rate"] == 1.0
+        assert wave["shared_claims"] == PODS // 10 // 4
+        assert wave["latency_running"]["count"] == PODS
+        assert wave["violations_under_load"] == []
+        assert (wave["leftover_count"], wave["leftovers"]) == (0, []), number
+
+
+def test_memory_is_sampled_per_wave_for_the_controller_and_plugin_processes(
+    report: dict[str, Any],
+) -> None:
+    """RSS of the controller and of each real plugin process is read after every wave."""
+    processes = {"controller", *(f"plugin/gpu-node-{n}" for n in range(1, REAL_PLUGINS + 1))}
+    for wave in report["waves"]:
+        for sample in ("rss", "rss_at_peak"):
+            assert set(wave[sample]) == processes
+            assert all(value > 0 for value in wave[sample].values())
+    memory = report["memory"]
+    assert memory["compared"] == [2, WAVES]
+    assert memory["pods_between"] == PODS * (WAVES - 2)
+    second, last = report["waves"][1]["rss"], report["waves"][-1]["rss"]
+    assert memory["growth_bytes"] == {name: last[name] - second[name] for name in processes}
+
+
+@pytest.mark.xfail(
+    reason="the controller applies released claims to its snapshot only at its next "
+    "allocation, so gpushare_controller_card_allocated stays stale after a deletion wave",
+    strict=True,
+)
+def test_the_controller_counts_every_card_free_after_each_deletion_wave(
+    report: dict[str, Any],
+) -> None:
+    """After a deletion wave the controller's own accounting shows every card free again."""
+    assert [wave["controller_cards_taken"] for wave in report["waves"]] == [0] * WAVES
+    assert report["passed"]
