@@ -36,6 +36,8 @@ from dra_driver.logging import bound, get_logger
 
 Object = dict[str, Any]
 PodKey = tuple[str, str]
+CATCH_UP: Final[PodKey] = ("", "")
+"""Not a pod (no pod has an empty name): the key that catches the snapshot up."""
 
 log = get_logger(__name__)
 
@@ -68,7 +70,15 @@ class Allocator:
         self._last_reason: dict[str, str] = {}
 
     def reconcile(self, key: PodKey) -> None:
-        """Allocate the pod's claims of this driver and remove its gate, or say why not."""
+        """Allocate the pod's claims of this driver and remove its gate, or say why not.
+
+        :data:`CATCH_UP` only brings the snapshot up to date with the claims' changes (this
+        thread is the one that changes it), so what the card metrics read is current even
+        when no pod is waiting.
+        """
+        if key == CATCH_UP:
+            self._view.snapshot()
+            return
         pod = self._view.pods.get(*key)
         if pod is None:
             self._last_reason.pop("/".join(key), None)

@@ -16,7 +16,7 @@ from kubernetes import client
 from prometheus_client import CollectorRegistry
 
 from dra_driver.api import DriverNames
-from dra_driver.controller.allocator import Allocator
+from dra_driver.controller.allocator import CATCH_UP, Allocator
 from dra_driver.controller.engine import Policy
 from dra_driver.controller.metrics import CardCollector, ControllerMetrics
 from dra_driver.controller.releaser import Releaser
@@ -196,6 +196,7 @@ class Controller:
                     self._releases.queue.add((namespace, name))
         elif informer == "claims":
             self._releases.queue.add(object_key(obj))
+            self._allocations.queue.add(CATCH_UP)
             owner = objects.controller_reference(obj)
             if owner is not None and owner.get("kind") == "Pod":
                 self._allocations.queue.add((obj["metadata"]["namespace"], owner["name"]))

@@ -62,11 +62,6 @@ def test_memory_is_sampled_per_wave_for_the_controller_and_plugin_processes(
     assert memory["growth_bytes"] == {name: last[name] - second[name] for name in processes}
 
 
-@pytest.mark.xfail(
-    reason="the controller applies released claims to its snapshot only at its next "
-    "allocation, so gpushare_controller_card_allocated stays stale after a deletion wave",
-    strict=True,
-)
 def test_the_controller_counts_every_card_free_after_each_deletion_wave(
     report: dict[str, Any],
 ) -> None:
