@@ -1,7 +1,9 @@
 """A card source that reads one node's cards from a YAML inventory file, for tests and demos.
 
-The file is read again on every :meth:`FakeCardSource.discover`, so a test changes the cards a
-running plugin sees (a card added, removed, or marked ``health: Unhealthy``) by rewriting it.
+The file is read again by :meth:`FakeCardSource.discover` whenever it changed, so a test changes
+the cards a running plugin sees (a card added, removed, or marked ``health: Unhealthy``) by
+rewriting it; an unchanged file is not parsed again (a 100-node inventory takes 0.4 s, every
+5 s, in every plugin of a simulated cluster).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class FakeCardSource:
     def __init__(self, inventory_path: Path, node_name: str) -> None:
         self.inventory_path = Path(inventory_path)
         self.node_name = node_name
+        self._read: tuple[tuple[int, int, int, int], Discovery] | None = None
 
     def start(self) -> None:
         """Check that the file reads and holds the node; raise :class:`DiscoveryError` if not."""
@@ -42,14 +45,24 @@ class FakeCardSource:
         return "fake"
 
     def discover(self) -> Discovery:
-        """Read the file now and return this node's cards, sorted by PCI bus ID."""
+        """Return this node's cards as the file says now, sorted by PCI bus ID."""
+        try:
+            stat = self.inventory_path.stat()
+        except OSError:
+            stat = None  # load_inventory says why
+        identity = (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns) if stat else None
+        if identity is not None and self._read is not None and self._read[0] == identity:
+            return self._read[1]
         try:
             inventory = load_inventory(self.inventory_path)
         except InventoryError as error:
             raise DiscoveryError(str(error)) from error
         for node in inventory.nodes:
             if node.name == self.node_name:
-                return Discovery(cards=node.cards)
+                found = Discovery(cards=node.cards)
+                if identity is not None:
+                    self._read = (identity, found)
+                return found
         names = [node.name for node in inventory.nodes]
         shown = ", ".join(names[:_SHOWN_NODES])
         if len(names) > _SHOWN_NODES:

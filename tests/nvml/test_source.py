@@ -93,6 +93,24 @@ def test_fake_source_sees_edits_on_the_next_discover(inventory_file: Path) -> No
     assert [card.uuid for card in source.discover().cards] == [UUIDS[2]]
 
 
+def test_fake_source_parses_an_unchanged_file_once(
+    inventory_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Repeated discoveries of an unchanged file parse it once; a rewrite is parsed again."""
+    from dra_driver.nvml import fake  # noqa: PLC0415 - the module whose loader is counted
+
+    parses: list[Path] = []
+    real = fake.load_inventory
+    monkeypatch.setattr(fake, "load_inventory", lambda path: parses.append(path) or real(path))
+    source = FakeCardSource(inventory_file, "node-a")
+    first = source.discover()
+    assert source.discover() == first
+    assert len(parses) == 1
+    inventory_file.write_text(inventory_yaml(node_a_extra=", health: Unhealthy"))
+    assert source.discover() != first
+    assert len(parses) == 2
+
+
 def test_fake_source_refuses_an_unknown_node_naming_the_files_nodes(inventory_file: Path) -> None:
     """An unknown node is a DiscoveryError naming the node and the nodes the file has."""
     source = FakeCardSource(inventory_file, "node-z")
