@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Final
 
 from kubernetes import client
@@ -36,6 +37,15 @@ _UNSCHEDULABLE_RETRY_SECONDS: Final = 1.0
 
 def _resource_version(obj: Object | None) -> int:
     return int((obj or {}).get("metadata", {}).get("resourceVersion") or 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Cluster:
+    """What a scheduling attempt reads of the cluster (allocate_on_node copies the state)."""
+
+    slices: list[Object]
+    classes: dict[str, Object]
+    state: AllocatedState
 
 
 class Scheduler:
@@ -120,9 +130,15 @@ class Scheduler:
         if claims is None:
             return
         nodes = sorted(self._nodes.list(), key=lambda n: n["metadata"]["name"])
+        # Read once per pod, not per node tried: the cluster's slices, classes and claims.
+        cluster = _Cluster(
+            self._slices.list(),
+            {c["metadata"]["name"]: c for c in self._classes.list()},
+            AllocatedState.from_claims(self._all_claims()),
+        )
         reasons: dict[str, str] = {}
         for node in nodes:
-            reason = self._try_node(pod, claims, node)
+            reason = self._try_node(pod, claims, node, cluster)
             if reason is None:
                 return
             reasons[node["metadata"]["name"]] = reason
@@ -145,7 +161,9 @@ class Scheduler:
             claims.append(claim)
         return claims
 
-    def _try_node(self, pod: Object, claims: list[Object], node: Object) -> str | None:
+    def _try_node(
+        self, pod: Object, claims: list[Object], node: Object, cluster: _Cluster
+    ) -> str | None:
         reason = node_unfit_reason(pod, node)
         if reason is not None:
             return reason
@@ -162,9 +180,9 @@ class Scheduler:
                 allocations = allocate_on_node(
                     node["metadata"]["name"],
                     pending,
-                    self._slices.list(),
-                    {c["metadata"]["name"]: c for c in self._classes.list()},
-                    AllocatedState.from_claims(self._all_claims()),
+                    cluster.slices,
+                    cluster.classes,
+                    cluster.state,
                     allocation_timestamp=rfc3339() if self._sets_allocation_timestamp else None,
                 )
             except Unallocatable as exc:
