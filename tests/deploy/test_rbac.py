@@ -91,6 +91,12 @@ API_CLASSES = (
 )
 
 _METHOD = re.compile(r"\.((?:list|read|create|replace|patch|delete|get)_\w+)\b")
+# raw.get(api_client, "<path>", ...): reads by path, without a generated API class.
+_RAW_GET = re.compile(r'raw\.get\(\s*[\w.]+,\s*"([^"]+)"')
+RAW_GETS: dict[str, frozenset[Permission]] = {
+    "/api/v1/nodes/{name}": frozenset({("", "nodes", "get")}),
+    "/version/": frozenset(),  # non-resource URL, readable by every authenticated user
+}
 
 
 def module_files(component: str) -> list[Path]:
@@ -111,6 +117,11 @@ def client_calls(files: Iterable[Path]) -> set[str]:
     return found
 
 
+def raw_paths(files: Iterable[Path]) -> set[str]:
+    """Paths read with ``raw.get`` in ``files``."""
+    return {path for f in files for path in _RAW_GET.findall(f.read_text())}
+
+
 def needed(component: str, *, webhook: bool = True) -> tuple[set[Permission], set[Permission]]:
     """(cluster-wide, lease) permissions the component's code needs, from the table."""
     files = module_files(component)
@@ -123,6 +134,8 @@ def needed(component: str, *, webhook: bool = True) -> tuple[set[Permission], se
             lease |= LEASE_CALLS[call]
         else:
             cluster |= CALLS[call]
+    for path in raw_paths(files):
+        cluster |= RAW_GETS[path]
     return cluster, lease
 
 
@@ -147,6 +160,8 @@ def test_every_api_call_of_a_component_has_a_permission_entry(component: str) ->
     assert calls, f"no client call found for {component}: is the scan broken?"
     unknown = calls - set(CALLS) - set(LEASE_CALLS)
     assert unknown == set(), f"add these {component} calls to CALLS with their permissions"
+    paths = raw_paths(module_files(component)) - set(RAW_GETS)
+    assert paths == set(), f"add these {component} raw.get paths to RAW_GETS"
 
 
 def test_scan_finds_the_calls_it_must() -> None:
@@ -154,9 +169,10 @@ def test_scan_finds_the_calls_it_must() -> None:
     assert {"replace_namespaced_resource_claim_status", "replace_namespaced_pod"} <= client_calls(
         module_files("controller")
     )
-    assert {"create_resource_slice", "read_node", "read_namespaced_resource_claim"} <= (
+    assert {"create_resource_slice", "read_namespaced_resource_claim"} <= (
         client_calls(module_files("kubelet-plugin"))
     )
+    assert {"/api/v1/nodes/{name}", "/version/"} <= raw_paths(module_files("kubelet-plugin"))
 
 
 @pytest.mark.parametrize("case", ["defaults", "webhook-off"])
