@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import pytest
 from controller.kit import (
     DRIVER,
     allocated,
@@ -253,3 +254,18 @@ def test_only_the_bare_driver_term_is_skipped():
     assert not only_driver_term('device.driver == "other.example.com"', DRIVER)
     assert not only_driver_term(f'device.driver == "{DRIVER}" && false', DRIVER)
     assert not only_driver_term(f'device.driver == "{DRIVER}" || true', DRIVER)
+
+
+def test_what_a_snapshot_remembers_about_requested_amounts_is_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Claims choose their amounts freely; past the bound the memo starts over, still correct."""
+    from dra_driver.controller.engine import matching  # noqa: PLC0415 - the bound patched
+
+    monkeypatch.setattr(matching, "_AMOUNTS_REMEMBERED", 6)
+    snapshot = build([["16Gi", "16Gi"]])
+    for index in range(12):
+        made = claim(f"c{index}", request(cores=str(index + 1), memory=f"{index + 1}Gi"))
+        assert isinstance(place_pod(snapshot, pod(), [made], Policy()), Placed)
+        memo = snapshot.memo
+        assert len(memo["consumption"]) + len(memo["deltas"]) <= 6 + 4

@@ -41,6 +41,8 @@ class _Rejected(str):
 
 
 Consumption = dict[str, Fraction] | None | _Rejected
+_AMOUNTS_REMEMBERED: Final = 20_000
+"""Consumption and delta entries a snapshot keeps before it forgets them all."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +84,10 @@ class Matcher:
             "consumption", {}
         )
         self._deltas: dict[tuple[object, ...], Fraction | None] = memo.setdefault("deltas", {})
+        if len(self._consumption) + len(self._deltas) > _AMOUNTS_REMEMBERED:
+            # Keyed by requested amounts, which claims choose freely: start over, not grow.
+            self._consumption.clear()
+            self._deltas.clear()
         self._node_selections: OrderedDict[tuple[str, ...], dict[str, bool]] = memo.setdefault(
             "node_selections", OrderedDict()
         )
