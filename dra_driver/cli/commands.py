@@ -1,4 +1,9 @@
-"""What each subcommand runs, until (and as) the component behind it lands."""
+"""What each subcommand runs, until (and as) the component behind it lands.
+
+Each subcommand imports its component when it runs: one image serves every component, and
+the kubelet plugin on every GPU node must not pay, in memory and start-up, for the
+controller's engine, the webhook or the planner it never runs.
+"""
 
 from __future__ import annotations
 
@@ -10,20 +15,16 @@ from typing import TYPE_CHECKING, Final
 
 from dra_driver import __version__
 from dra_driver.cli.flags import settings_from_arguments
-from dra_driver.controller import run as controller_run
 from dra_driver.controller.settings import ControllerSettings
 from dra_driver.k8s.errors import ApiError
 from dra_driver.k8s.settings import KubeClientSettings
-from dra_driver.kubeletplugin import plugin
 from dra_driver.kubeletplugin.settings import KubeletPluginSettings
 from dra_driver.logging import configure_logging
 from dra_driver.metrics.settings import ObservabilitySettings
-from dra_driver.plan import command as plan_command
 from dra_driver.plan.errors import PlanInputError
 from dra_driver.plan.settings import PlanSettings
 from dra_driver.settings import CommonSettings, OutputSettings
 from dra_driver.simulate.settings import SimulateSettings
-from dra_driver.webhook import run as webhook_run
 from dra_driver.webhook.settings import WebhookSettings
 
 if TYPE_CHECKING:
@@ -84,6 +85,8 @@ def version(invocation: Invocation) -> int:
 
 def kubelet_plugin(invocation: Invocation) -> int:
     """Run the kubelet plugin until SIGTERM."""
+    from dra_driver.kubeletplugin import plugin  # noqa: PLC0415 - see the module docstring
+
     return plugin.run(
         invocation.names,
         invocation.settings(KubeletPluginSettings),
@@ -98,6 +101,9 @@ def controller(invocation: Invocation) -> int:
     With ``--webhook-enabled`` the process serves the admission webhook too, started first so
     that pods are gated from the moment this replica runs.
     """
+    from dra_driver.controller import run as controller_run  # noqa: PLC0415 - see the module
+    from dra_driver.webhook import run as webhook_run  # noqa: PLC0415 - docstring
+
     kube = invocation.settings(KubeClientSettings)
     webhook_settings = invocation.settings(WebhookSettings)
     hosted = None
@@ -121,6 +127,8 @@ def controller(invocation: Invocation) -> int:
 
 def webhook(invocation: Invocation) -> int:
     """Run the admission webhook until SIGTERM."""
+    from dra_driver.webhook import run as webhook_run  # noqa: PLC0415 - see the module docstring
+
     return webhook_run.run(
         invocation.names,
         invocation.settings(WebhookSettings),
@@ -132,6 +140,8 @@ def webhook(invocation: Invocation) -> int:
 def plan(invocation: Invocation) -> int:
     """Print where the workload would land; exit 2 for unusable input, 1 if the API fails."""
     # Flags alone, without the environment: a flag beats a variable when choosing the cluster.
+    from dra_driver.plan import command as plan_command  # noqa: PLC0415 - see the module docstring
+
     flags = settings_from_arguments(PlanSettings, invocation.namespace, {})
     try:
         report = plan_command.run(invocation.names, invocation.settings(PlanSettings), flags)
