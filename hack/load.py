@@ -20,9 +20,10 @@ wave 2 with the last wave (wave 1 grows caches and arenas to their working size)
 divided by the pods that passed through in between must stay under ``LEAK_BYTES_PER_POD``
 (1 KiB). A pod and its claim as the informers hold them (parsed JSON) take about 13 KiB, so
 keeping either for every pod fails it by far; arena noise over a thousand pods stays well
-under (tens of KiB in all).
+under (tens of KiB in all). Fewer than ``VERDICT_PODS`` pods in between give no verdict
+(``passed: null``): one 256 KiB arena step over 60 pods is 4 KiB a pod, noise not a leak.
 
-    python hack/load.py                                 # 5 waves x 400 pods, 100 nodes (~6 min)
+    python hack/load.py                                 # 5 waves x 400 pods, 100 nodes (~4 min)
     python hack/load.py --waves 3 --pods 60 --nodes 10  # the bounded run of the test suite
 
 The last line of output is one JSON object (see hack/bench/benchlib.py); the exit status is
@@ -79,6 +80,8 @@ from dra_driver.testing.workload import (
 NAMES: Final = DriverNames.for_driver(DEFAULT_DRIVER_NAME)
 NAMESPACE: Final = "default"
 LEAK_BYTES_PER_POD: Final = 1024
+VERDICT_PODS: Final = 1000
+"""Pods between the compared waves below which memory growth is only reported."""
 PODS_PER_SHARED_CLAIM: Final = 4
 _JOIN_SECONDS: Final = 30.0
 _ACCOUNTING_SECONDS: Final = 5.0
@@ -136,7 +139,7 @@ class LoadRun:
         return {
             "waves": waves,
             "memory": memory,
-            "passed": all(w["passed"] for w in waves) and memory["passed"],
+            "passed": all(w["passed"] for w in waves) and memory["passed"] is not False,
             "seconds": round(time.monotonic() - started, 1),
         }
 
@@ -268,13 +271,14 @@ def _memory(waves: list[dict[str, Any]]) -> dict[str, Any]:
     pods = sum(w["created"] for w in waves[2:])
     growth = {name: last[name] - second[name] for name in second}
     per_pod = {name: round(bytes_ / pods, 1) for name, bytes_ in growth.items()}
+    within = all(value <= LEAK_BYTES_PER_POD for value in per_pod.values())
     return {
         "compared": [2, len(waves)],
         "pods_between": pods,
         "growth_bytes": growth,
         "growth_bytes_per_pod": per_pod,
         "threshold_bytes_per_pod": LEAK_BYTES_PER_POD,
-        "passed": all(value <= LEAK_BYTES_PER_POD for value in per_pod.values()),
+        "passed": within if pods >= VERDICT_PODS else None,
     }
 
 

@@ -58,6 +58,8 @@ def test_memory_is_sampled_per_wave_for_the_controller_and_plugin_processes(
     memory = report["memory"]
     assert memory["compared"] == [2, WAVES]
     assert memory["pods_between"] == PODS * (WAVES - 2)
+    # Sixty pods are too few for a verdict (arena steps dwarf them); hack/load.py gives one.
+    assert memory["passed"] is None
     second, last = report["waves"][1]["rss"], report["waves"][-1]["rss"]
     assert memory["growth_bytes"] == {name: last[name] - second[name] for name in processes}
 
