@@ -33,7 +33,7 @@ from dra_driver.api.classes import default_device_classes
 from dra_driver.k8s import raw
 from dra_driver.k8s.errors import ApiError, ConflictError, NotFoundError
 from dra_driver.nvml.inventory import dump_inventory, parse_inventory
-from dra_driver.testing import invariants
+from dra_driver.testing import invariants, workload
 from dra_driver.testing.apiserver.faults import Fault
 from dra_driver.testing.apiserver.routing import RequestInfo
 from dra_driver.testing.cluster import FakeCluster
@@ -44,8 +44,9 @@ Object = dict[str, Any]
 
 NAMES: Final = DriverNames.for_driver(DEFAULT_DRIVER_NAME)
 NAMESPACE: Final = "default"
-SHARES: Final = {"quarter": ("25", "20Gi", 1), "half": ("50", "40Gi", 2)}
-"""Template name -> (cores, memory, quarter-card units)."""
+SHARES: Final = {share.name: share for share in workload.SHARES if share.fraction < 1}
+"""The share templates pods use: quarter and half cards (whole cards would crowd the run)."""
+CARD_MEMORY: Final = 80 * 2**30
 _DELETE_EVERY: Final = 3
 """Every third cycle deletes a third of the live pods."""
 _COMPACTION_ODDS: Final = 0.3
@@ -98,34 +99,6 @@ generate:
   card: {{productName: NVIDIA H100 80GB HBM3, memory: 80Gi, architecture: Hopper,
           cudaComputeCapability: "9.0", driverVersion: "550.54.15", numaNodes: 1}}
 """
-
-
-def _template(name: str, cores: str, memory: str) -> Object:
-    exactly = {
-        "deviceClassName": NAMES.default_device_class,
-        "capacity": {"requests": {"cores": cores, "memory": memory}},
-    }
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}},
-    }
-
-
-def _pod(name: str, template: str) -> Object:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {
-            "containers": [
-                {"name": "main", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}
-            ],
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
-            "schedulingGates": [{"name": NAMES.scheduling_gate}],
-        },
-    }
 
 
 def _retrying(call: Callable[[], T], attempts: int = 50) -> T:
@@ -216,13 +189,13 @@ class FaultRun:
         core = client.CoreV1Api(self.cluster.api)
         for _ in range(self.settings.pods_per_cycle):
             template = self.rng.choice(sorted(SHARES))
-            units = SHARES[template][2]
+            units = int(SHARES[template].fraction * 4)
             # Three quarters of the cards at most: every live pod must fit in the end.
             if sum(self.live.values()) + units > self._capacity() * 3 // 4:
                 return
             self._serial += 1
             name = f"p{self._serial}"
-            manifest = _pod(name, template)
+            manifest = workload.PlannedPod(name, template=template).manifest(NAMES.scheduling_gate)
             _retrying(functools.partial(raw.call, core.create_namespaced_pod, NAMESPACE, manifest))
             self.live[name] = units
             self.report.pods_created += 1
@@ -264,7 +237,10 @@ class FaultRun:
         self.cluster.start()
         try:
             self.cluster.apply(default_device_classes(NAMES))
-            self.cluster.apply([_template(n, c, m) for n, (c, m, _) in SHARES.items()], NAMESPACE)
+            self.cluster.apply(
+                [workload.share_template(NAMES, s, CARD_MEMORY) for s in SHARES.values()],
+                NAMESPACE,
+            )
             self._start_all()
             if self.settings.api_faults:
                 self._inject()
