@@ -9,6 +9,7 @@ the differences as events) when the API server says that version is gone.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -132,7 +133,10 @@ class Informer:
         self._stopping.set()
         response = self._response
         if response is not None:
-            response.shutdown()
+            # The watch may end on its own meanwhile (its socket closed, or released to the
+            # pool); then there is nothing left to interrupt.
+            with contextlib.suppress(OSError, ValueError, RuntimeError):
+                response.shutdown()
         if self._thread is not None:
             self._thread.join()
             self._thread = None

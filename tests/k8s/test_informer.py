@@ -129,6 +129,26 @@ def test_stop_is_prompt_on_a_quiet_watch(api: client.ResourceV1Api) -> None:
     assert time.monotonic() - started < 1.0
 
 
+def test_stop_survives_a_watch_that_closed_on_its_own(
+    api: client.ResourceV1Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A watch whose socket is already gone (EBADF on shutdown) still stops cleanly."""
+    informer = Informer(api.list_resource_slice, name="t")
+    informer.start()
+    assert informer.wait_synced(5)
+    time.sleep(0.2)
+    response = informer._response
+    assert response is not None
+    real = response.shutdown
+
+    def closed() -> None:
+        real()  # end the watch, then report what a socket closed underneath reports
+        raise OSError(9, "Bad file descriptor")
+
+    monkeypatch.setattr(response, "shutdown", closed)
+    informer.stop()
+
+
 def test_a_failing_handler_does_not_stop_the_watch(api: client.ResourceV1Api) -> None:
     """An exception in the handler is logged and later events still arrive."""
     seen: list[str] = []
