@@ -235,8 +235,10 @@ class Informer:
                 self._cache.pop(key, None)
             else:
                 self._cache[key] = obj
-        self.resource_version = version or self.resource_version
         self._notify(kind, obj)
+        # Only after the handler: a reader that sees resource_version at or past a write knows
+        # every change up to that write has been handed on (ClusterView.has_seen relies on it).
+        self.resource_version = version or self.resource_version
 
     def _notify(self, kind: EventType, obj: Object) -> None:
         if self._handler is None:

@@ -16,7 +16,12 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any, cast
 
-from dra_driver.k8s.quantity import QuantityError, parse_quantity
+from dra_driver.k8s.quantity import (
+    QuantityError,
+    format_quantity,
+    parse_quantity,
+    quantity_format,
+)
 from dra_driver.structured.consumable import Capacity
 
 DeviceId = tuple[str, str, str]
@@ -175,6 +180,31 @@ class AllocatedState:
             used.get(name, zero) + consumed.get(name, zero) <= cap.value
             for name, cap in capacities.items()
         )
+
+    def overcommitted(self, device: DeviceId, capacities: Mapping[str, Capacity]) -> str | None:
+        """Say how the device holds more than it can, or return ``None`` when it does not.
+
+        One allocator never does this; two that did not see each other's writes can (two
+        controller replicas, or ours and kube-scheduler): the controller checks its fresh
+        allocations with it before it lets a pod run on them.
+        """
+        shares = self._share_entries.get(device, Counter())
+        holders = self._exclusive_counts[device] + sum(shares.values())
+        if device in self.exclusive and holders > 1:
+            return f"used whole beside {holders - 1} other allocation(s)"
+        ids: Counter[str] = Counter()
+        for (share_id, _), times in shares.items():
+            ids[share_id] += times
+        twice = sorted(share_id for share_id, times in ids.items() if times > 1)
+        if twice:
+            return f"share {twice[0]} allocated more than once"
+        used = self.consumed.get(device, {})
+        for name, capacity in sorted(capacities.items()):
+            amount = used.get(name, Fraction(0))
+            if amount > capacity.value:
+                shown = format_quantity(amount, quantity_format(capacity.text))
+                return f"{name}: {shown} allocated of {capacity.text}"
+        return None
 
     def _add(self, result: object, context: str) -> None:
         try:

@@ -170,3 +170,30 @@ def test_a_failing_handler_does_not_stop_the_watch(api: client.ResourceV1Api) ->
         assert seen == ["bad", "good"]
     finally:
         informer.stop()
+
+
+def test_the_version_moves_past_an_event_only_after_its_handler_ran(
+    api: client.ResourceV1Api,
+) -> None:
+    """While a handler runs, resource_version is still short of its event: has_seen relies on it."""
+    seen_in_handler: list[tuple[str, str]] = []
+    informer: Informer
+
+    def handler(kind: EventType, obj: Object) -> None:
+        del kind
+        seen_in_handler.append((obj["metadata"]["resourceVersion"], informer.resource_version))
+
+    informer = Informer(api.list_resource_slice, name="t", handler=handler)
+    informer.start()
+    try:
+        assert informer.wait_synced(5)
+        written = raw.call(api.create_resource_slice, slice_("s1", "n1"))
+        deadline = time.monotonic() + 5
+        while informer.resource_version != written["metadata"]["resourceVersion"]:
+            assert time.monotonic() < deadline, "the watch never delivered the write"
+            time.sleep(0.01)
+        ((event_version, during),) = seen_in_handler
+        assert event_version == written["metadata"]["resourceVersion"]
+        assert during != event_version
+    finally:
+        informer.stop()

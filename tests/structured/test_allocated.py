@@ -244,3 +244,36 @@ def test_incremental_changes_equal_a_rebuild_and_removing_everything_empties(
         state.remove_result(removed)
     assert state == AllocatedState()
     assert (state.exclusive, state.consumed, state.shares, state.problems) == (set(), {}, {}, [])
+
+
+@pytest.mark.parametrize(
+    ("results", "problem"),
+    [
+        ([result(share="a", cores="60"), result(share="b", cores="40")], None),
+        (
+            [result(share="a", cores="60"), result(share="b", cores="41")],
+            "cores: 101 allocated of 100",
+        ),
+        (
+            [result(share="a", memory="10Gi"), result(share="b", memory="7Gi")],
+            "memory: 17Gi allocated of 16Gi",
+        ),
+        (
+            [result(share="a", cores="10"), result(share="a", cores="10")],
+            "share a allocated more than once",
+        ),
+        (
+            [result(share=None), result(share="a", cores="1")],
+            "used whole beside 1 other allocation(s)",
+        ),
+        ([result(share=None), result(share=None)], "used whole beside 1 other allocation(s)"),
+        ([result(share=None)], None),
+    ],
+)
+def test_overcommitted_names_how_a_card_holds_more_than_it_can(
+    results: list[dict[str, Any]], problem: str | None
+) -> None:
+    """Over capacity, a shareID twice or whole use beside others is reported; a full card is not."""
+    state = AllocatedState.from_claims([claim(r, name=f"c{i}") for i, r in enumerate(results)])
+    assert state.overcommitted(GPU0, CARD) == problem
+    assert state.overcommitted(GPU1, CARD) is None
