@@ -4,10 +4,20 @@ One worker decides at a time, so every decision sees the previous one's capacity
 is fast; the writes are what take time, and they are few per pod). A pod is reconciled again
 whenever something it could be waiting for changes: its claims, slices, classes, nodes, or
 any claim's allocation (freed capacity).
+
+A pod goes through two passes. The first decides and writes ``status.allocation``: the
+allocation is *tentative*. The second runs once the claim watch shows those writes, and so
+every claim write the API server took before them: if none of their cards is over-committed,
+our finalizer *commits* each claim, and only then is the gate removed. Anyone who did not see
+our decision (a second replica without leader election, kube-scheduler) and wrote a colliding
+allocation either wrote before ours, and our check sees it, or after, and its check sees
+ours; whoever sees a collision clears its tentative claims and decides again. Commit and
+roll-back are both guarded by the claim's resourceVersion, so a claim is never both.
 """
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -43,6 +53,10 @@ log = get_logger(__name__)
 
 # Pods that fit nowhere are looked at again on every relevant event; this is the fallback.
 _UNPLACEABLE_RETRY_SECONDS: Final = 5.0
+# A template's claim echo requeues its pod at once; a named claim's is found by this poll.
+_ECHO_POLL_SECONDS: Final = 0.1
+# Two deciders that both saw a collision both back off; a random pause breaks the tie.
+_COLLISION_BACKOFF_SECONDS: Final = 0.5
 _BUILTIN_FINALIZER: Final = "resource.kubernetes.io/delete-protection"
 
 
@@ -59,6 +73,7 @@ class Allocator:
         metrics: ControllerMetrics,
         policy: Policy,
         clock: Callable[[], float] = time.time,
+        rng: random.Random | None = None,
     ) -> None:
         self._names = names
         self._view = view
@@ -67,6 +82,8 @@ class Allocator:
         self._metrics = metrics
         self._policy = policy
         self._clock = clock
+        # Jitter, not secrecy: any generator breaks the tie.
+        self._rng = rng or random.Random()  # noqa: S311
         self._last_reason: dict[str, str] = {}
 
     def reconcile(self, key: PodKey) -> None:
@@ -139,11 +156,14 @@ class Allocator:
                 self._unplaceable(pod, ours, decision)
                 return
             self._write(pod, pending, decision)
-        elif not ours:
+            raise Requeue(_ECHO_POLL_SECONDS, "checking the allocation once the watch shows it")
+        if not ours:
             log.info("allocation.not_ours", reason="no claim uses a DeviceClass of this driver")
         elif not self._pinned_nodes_agree(claims):
             self._refuse(pod, "the pod's claims are allocated on nodes that do not overlap")
             return
+        else:
+            self._commit(pod, ours)
         if not self._writer.remove_gate(pod, self._names.scheduling_gate):
             return
         self._last_reason.pop(_pod_key(pod), None)
@@ -158,8 +178,12 @@ class Allocator:
         by_uid = {objects.uid(c): c for c in pending}
         lines = []
         for allocation in decision.claims:
-            claim = self._writer.add_finalizer(by_uid[allocation.uid])
-            self._view.assume(claim, in_place=True)
+            claim = by_uid[allocation.uid]
+            if self._names.finalizer in (claim["metadata"].get("finalizers") or []):
+                # Left by a release that stopped half-way: on a new allocation it would commit
+                # that allocation unchecked.
+                claim = self._writer.remove_finalizer(claim)
+                self._view.assume(claim, in_place=True)
             written = self._write_allocation(claim, allocation.status(rfc3339()))
             self._view.assume(written, in_place=True)
             shares = ", ".join(
@@ -174,6 +198,42 @@ class Allocator:
             pod, "Normal", "Allocated", f"node {decision.node}; " + "; ".join(lines)
         )
         log.info("allocation.allocated", node=decision.node, claims=len(decision.claims))
+
+    def _commit(self, pod: Object, ours: list[Object]) -> None:
+        """Commit the pod's tentative claims, or clear them if they collide with others'.
+
+        Returns once every claim is committed; raises :class:`Requeue` while the watch has not
+        shown the tentative writes yet, and after clearing colliding ones.
+        """
+        tentative = [c for c in ours if self._tentative(c)]
+        if not tentative:
+            return
+        if not self._view.has_seen(tentative):
+            raise Requeue(_ECHO_POLL_SECONDS, "waiting for the claim watch to show our writes")
+        collisions = self._view.snapshot().overcommitted(tentative)
+        if collisions:
+            self._collided(pod, tentative, collisions)
+        for claim in tentative:
+            self._view.assume(self._writer.add_finalizer(claim), in_place=True)
+        log.info("allocation.committed", claims=len(tentative))
+
+    def _tentative(self, claim: Object) -> bool:
+        """Allocated by us and not committed yet: no finalizer of ours nor kube-scheduler's."""
+        finalizers = claim["metadata"].get("finalizers") or []
+        return bool((claim.get("status") or {}).get("allocation")) and not (
+            self._names.finalizer in finalizers or _BUILTIN_FINALIZER in finalizers
+        )
+
+    def _collided(self, pod: Object, tentative: list[Object], collisions: list[str]) -> None:
+        for claim in tentative:
+            self._view.assume(self._writer.clear_allocation(claim), in_place=True)
+        self._metrics.allocations.labels("collided").inc()
+        reason = "; ".join(collisions)
+        self._events.record(
+            pod, "Warning", "AllocationCollided", f"{reason}; cleared ours and deciding again"
+        )
+        log.warning("allocation.collided", collisions=collisions)
+        raise Requeue(self._rng.uniform(0, _COLLISION_BACKOFF_SECONDS), "allocation collided")
 
     def _pinned_nodes_agree(self, claims: list[Object]) -> bool:
         """Whether some node satisfies every allocated claim's nodeSelector."""
@@ -223,8 +283,9 @@ class Allocator:
 
         A crash or conflict between two claims' writes leaves some allocated; the rest must
         then fit on the same node. When they do not, holding the first ones would block the
-        pod forever, so they are released: only unreserved ones that no other pod refers to
-        (a shared claim may already be what another, ungated pod is waiting for).
+        pod forever, so they are released: only unreserved ones of ours (committed or not)
+        that no other pod refers to (a shared claim may be what another, ungated pod is
+        waiting for).
         """
         released = False
         uid = objects.uid(pod)
@@ -236,7 +297,6 @@ class Allocator:
             if (
                 status.get("allocation")
                 and not status.get("reservedFor")
-                and self._names.finalizer in finalizers
                 and _BUILTIN_FINALIZER not in finalizers
             ):
                 self._view.assume(self._writer.clear_allocation(claim))

@@ -71,7 +71,7 @@ class Controller:
             metrics=self.metrics,
             policy=policy_of(settings),
         )
-        releaser = Releaser(names, self.view, writer, self.metrics, names.scheduling_gate)
+        releaser = Releaser(names, self.view, writer, self.metrics)
         # One allocating worker: each decision must see the capacity the previous one took.
         self._allocations: ReconcileLoop[Key] = ReconcileLoop("allocate", allocator.reconcile)
         self._releases: ReconcileLoop[Key] = ReconcileLoop("release", releaser.reconcile)

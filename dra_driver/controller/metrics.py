@@ -26,7 +26,9 @@ class ControllerMetrics:
         self.allocations = Counter(
             f"{_PREFIX}_allocations",
             "Pod allocation attempts by result: allocated, unplaceable, refused (the claim "
-            "can never fit as written) or error (an API failure, retried)",
+            "can never fit as written), collided (someone who had not seen our allocation "
+            "wrote one for the same card: ours was cleared and decided again) or error (an "
+            "API failure, retried)",
             ["result"],
             registry=registry,
         )

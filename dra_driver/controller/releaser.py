@@ -2,9 +2,10 @@
 
 kube-controller-manager only deallocates claims that carry kube-scheduler's finalizer
 (dra-api.md §4.2), so ours are ours to release: when nothing reserves the claim any more and
-no pod that may still run refers to it, or when it is being deleted. Level-triggered: every
-pass reads the claim as it is now, so a crash between the two writes of a release, or between
-the finalizer and the allocation of an allocation, is repaired by the next pass.
+no pod that may still run refers to it, or when it is being deleted. That covers committed
+claims (our finalizer) and tentative ones (allocated by us, no finalizer yet) whose pod went
+away before its second pass. Level-triggered: every pass reads the claim as it is now, so a
+crash between the two writes of a release is repaired by the next pass.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any, Final
 
 from dra_driver.api import DriverNames
 from dra_driver.controller.metrics import ControllerMetrics
-from dra_driver.controller.view import ClusterView
+from dra_driver.controller.view import ClusterView, pods_referring
 from dra_driver.controller.writes import ClaimWriter
 from dra_driver.k8s import objects
 from dra_driver.logging import bound, get_logger
@@ -35,13 +36,11 @@ class Releaser:
         view: ClusterView,
         writer: ClaimWriter,
         metrics: ControllerMetrics,
-        gate: str,
     ) -> None:
         self._names = names
         self._view = view
         self._writer = writer
         self._metrics = metrics
-        self._gate = gate
 
     def reconcile(self, key: ClaimKey) -> None:
         """Release the claim, drop a stray finalizer, or leave it alone."""
@@ -49,10 +48,11 @@ class Releaser:
         if claim is None:
             return
         finalizers = claim["metadata"].get("finalizers") or []
-        if self._names.finalizer not in finalizers:
+        status = claim.get("status") or {}
+        committed = self._names.finalizer in finalizers
+        if not (committed or self._tentative(claim, finalizers)):
             return
         with bound(claim="/".join(key), claim_uid=objects.uid(claim)):
-            status = claim.get("status") or {}
             if status.get("allocation") and BUILTIN_FINALIZER in finalizers:
                 # kube-scheduler allocated it (our gate was removed by hand after a crash of
                 # ours): its allocation, its finalizer, its release. Ours only blocks deletion.
@@ -61,27 +61,52 @@ class Releaser:
                 return
             if status.get("reservedFor"):
                 return
-            wanted = not objects.is_deleting(claim) and self._wanted(claim)
-            if wanted:
-                return
             if status.get("allocation"):
+                if not objects.is_deleting(claim) and self._wanted(claim):
+                    return
                 released = self._writer.clear_allocation(claim)
                 self._view.assume(released)
                 self._metrics.releases.inc()
-                log.info("release.cleared", deleting=objects.is_deleting(claim))
+                log.info(
+                    "release.cleared", deleting=objects.is_deleting(claim), committed=committed
+                )
                 claim = released
+            # Nothing left for the finalizer to protect: a release that stopped half-way, or a
+            # tentative allocation cleared by its allocator.
             self._view.assume(self._writer.remove_finalizer(claim))
-            log.info("release.finalizer_removed")
+            if committed:
+                log.info("release.finalizer_removed")
+
+    def _tentative(self, claim: Object, finalizers: list[str]) -> bool:
+        """Allocated by us but not committed: our driver's results, nobody's finalizer."""
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        results = (allocation.get("devices") or {}).get("results") or []
+        return BUILTIN_FINALIZER not in finalizers and any(
+            result.get("driver") == self._names.driver for result in results
+        )
 
     def _wanted(self, claim: Object) -> bool:
-        """Whether a pod that may still run needs the claim kept (then it must stay).
+        """Whether a pod that may still run refers to the allocated claim (then it stays).
 
-        An allocated claim waits for its pod to be scheduled; an unallocated one with our
-        finalizer (a crash between our two writes) waits for its gated pod's next pass.
+        The pod watch may lag the claim watch: another replica, or this one before a restart,
+        may just have allocated the claim for a pod this cache does not show yet. Taking the
+        claim from under that pod would let it start on a claim someone else then gets, so
+        before a release the API server has the last word.
         """
-        allocated = bool((claim.get("status") or {}).get("allocation"))
+        if any(not objects.is_deleting(pod) for pod in self._view.pods_using(claim)):
+            return True
+        namespace = claim["metadata"]["namespace"]
+        owner = objects.controller_reference(claim)
+        if owner is not None and owner.get("kind") == "Pod":
+            pod = self._writer.read_pod(namespace, str(owner.get("name")))
+            # A generated claim belongs to its owner alone, named in the pod's status or not.
+            return (
+                pod is not None
+                and objects.uid(pod) == owner.get("uid")
+                and not objects.is_terminal(pod)
+                and not objects.is_deleting(pod)
+            )
         return any(
             not objects.is_deleting(pod)
-            and (allocated or objects.has_scheduling_gate(pod, self._gate))
-            for pod in self._view.pods_using(claim)
+            for pod in pods_referring(self._writer.list_pods(namespace), claim)
         )

@@ -29,8 +29,13 @@ Listener = Callable[[str, EventType, Object], None]
 
 
 def _version(obj: Object | None) -> int:
+    return _number(((obj or {}).get("metadata") or {}).get("resourceVersion"))
+
+
+def _number(version: object) -> int:
+    """Read a resourceVersion as a number, as kube-scheduler's assume cache does (0 if not)."""
     try:
-        return int(((obj or {}).get("metadata") or {}).get("resourceVersion") or 0)
+        return int(str(version or 0))
     except ValueError:
         return 0
 
@@ -110,6 +115,17 @@ class ClusterView(InformerGroup):
                 merged[key] = claim
         return list(merged.values())
 
+    def has_seen(self, claims: Iterable[Object]) -> bool:
+        """Whether the claim watch has handed on these versions of the claims.
+
+        A watch delivers a resource's changes in resourceVersion order, and the informer
+        moves its version on only after the handler ran: once it is at or past a claim's
+        version, every claim write the API server took before that one is in the cache and
+        pending for the snapshot, whoever made it.
+        """
+        seen = _number(self.claims.resource_version)
+        return all(_version(claim) <= seen for claim in claims)
+
     def assume(self, written: Object, *, in_place: bool = False) -> None:
         """Record a claim we just wrote, so the next decision counts it.
 
@@ -173,15 +189,20 @@ class ClusterView(InformerGroup):
     # -- who wants a claim --------------------------------------------------------------------
 
     def pods_using(self, claim: Object) -> Iterable[Object]:
-        """Return the pods that reference ``claim`` and may still run."""
-        namespace, name = _key(claim)
-        for pod in self.pods.list():
-            if (pod.get("metadata") or {}).get("namespace") != namespace:
-                continue
-            if objects.is_terminal(pod):
-                continue
-            if name in objects.pod_claim_names(pod).values():
-                yield pod
+        """Return the cached pods that reference ``claim`` and may still run."""
+        return pods_referring(self.pods.list(), claim)
+
+
+def pods_referring(pods: Iterable[Object], claim: Object) -> Iterable[Object]:
+    """Return the pods among ``pods`` that reference ``claim`` and may still run."""
+    namespace, name = _key(claim)
+    for pod in pods:
+        if (pod.get("metadata") or {}).get("namespace") != namespace:
+            continue
+        if objects.is_terminal(pod):
+            continue
+        if name in objects.pod_claim_names(pod).values():
+            yield pod
 
 
 def _key(obj: Object) -> tuple[str, str]:

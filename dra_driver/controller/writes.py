@@ -1,13 +1,18 @@
-"""Every write the controller makes, each guarded by optimistic concurrency.
+"""Every write the controller makes, each guarded by optimistic concurrency, and its live reads.
 
 Each write sends the ``resourceVersion`` it was computed from, so a stale decision fails
 with a conflict instead of overwriting someone else's change; the caller re-reads and decides
-again. The order of a claim's writes makes every crash point safe (DESIGN.md §5):
+again. The order of a claim's writes makes every crash point safe:
 
-- allocate: finalizer first, then ``status.allocation`` — a claim is never allocated without
-  our finalizer, so it cannot be deleted while its capacity is in use unseen;
+- allocate: ``status.allocation`` first (tentative), then, once checked against what others
+  wrote meanwhile, our finalizer (committed), then the pod's gate. A crash before the
+  finalizer leaves a tentative claim whose pod is still gated: no pod can run on it, and the
+  next pass checks and commits it, or clears it;
 - release: clear ``status.allocation`` first, then the finalizer — a finalizer without an
-  allocation is harmless and repaired on the next pass.
+  allocation is harmless and removed on the next pass.
+
+DESIGN.md §5 lists the finalizer before the allocation; the finalizer comes second here
+because it is what marks the allocation checked (see :mod:`dra_driver.controller.allocator`).
 """
 
 from __future__ import annotations
@@ -61,6 +66,18 @@ class ClaimWriter:
             return raw.call(self._resource.read_namespaced_resource_claim, name, namespace)
         except ApiError:
             return None
+
+    def read_pod(self, namespace: str, name: str) -> Object | None:
+        """Read a pod afresh from the API server; ``None`` if it does not exist."""
+        try:
+            return raw.call(self._core.read_namespaced_pod, name, namespace)
+        except NotFoundError:
+            return None
+
+    def list_pods(self, namespace: str) -> list[Object]:
+        """List the namespace's pods afresh from the API server."""
+        items: list[Object] = raw.call(self._core.list_namespaced_pod, namespace).get("items") or []
+        return items
 
     def write_allocation(self, claim: Object, allocation: Object) -> Object:
         """Set ``status.allocation`` (immutable once set: only a cleared claim takes one)."""

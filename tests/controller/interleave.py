@@ -23,6 +23,7 @@ from dra_driver.controller.releaser import Releaser
 from dra_driver.controller.view import ClusterView
 from dra_driver.k8s.errors import ConflictError
 from dra_driver.k8s.informer import object_key
+from dra_driver.k8s.reconcile import Requeue
 from dra_driver.nvml.inventory import NodeInventory
 from dra_driver.testing.cluster import node_object
 
@@ -60,14 +61,16 @@ class Server:
             self.deliver()
         return copy.deepcopy(obj)
 
-    def deliver(self) -> None:
-        """Deliver every pending change, as a watch would after its lag."""
-        todo, self.pending = self.pending, []
-        for kind, obj in todo:
+    def deliver(self, changes: list[tuple[str, Object]] | None = None) -> None:
+        """Deliver ``changes`` (default: every pending one) in order, as a watch would."""
+        if changes is None:
+            changes, self.pending = self.pending, []
+        for kind, obj in changes:
             informer = getattr(self.view, kind)
             with informer._lock:
                 informer._cache[object_key(obj)] = obj
             self.view._changed(kind, "MODIFIED", obj)
+            informer.resource_version = obj["metadata"]["resourceVersion"]
 
     def _current(self, kind: str, body: Object) -> Object:
         current = self.objs[(kind, *object_key(body))]
@@ -110,6 +113,18 @@ class Server:
     def read_claim(self, claim: Object) -> Object | None:
         """ClaimWriter.read_claim."""
         return copy.deepcopy(self.objs.get(("claims", *object_key(claim))))
+
+    def read_pod(self, namespace: str, name: str) -> Object | None:
+        """ClaimWriter.read_pod."""
+        return copy.deepcopy(self.objs.get(("pods", namespace, name)))
+
+    def list_pods(self, namespace: str) -> list[Object]:
+        """ClaimWriter.list_pods."""
+        return [
+            copy.deepcopy(obj)
+            for (kind, ns, _), obj in self.objs.items()
+            if kind == "pods" and ns == namespace
+        ]
 
     def remove_gate(self, pod: Object, gate: str) -> bool:
         """ClaimWriter.remove_gate."""
@@ -158,7 +173,7 @@ def make(*nodes: NodeInventory) -> tuple[ClusterView, Server, Allocator, Release
         metrics=metrics,
         policy=Policy(),  # type: ignore[arg-type]
     )
-    releaser = Releaser(NAMES, view, server, metrics, NAMES.scheduling_gate)  # type: ignore[arg-type]
+    releaser = Releaser(NAMES, view, server, metrics)  # type: ignore[arg-type]
     return view, server, allocator, releaser, events
 
 
@@ -187,3 +202,16 @@ def pod_obj(name: str, *claims: str) -> Object:
         },
         "status": {"phase": "Pending"},
     }
+
+
+def settle(allocator: Allocator, server: Server, pod: str, passes: int = 4) -> None:
+    """Reconcile the pod pass after pass, the watch catching up in between, until it is done."""
+    for _ in range(passes):
+        try:
+            allocator.reconcile(("default", pod))
+        except Requeue:
+            server.deliver()
+            continue
+        server.deliver()
+        return
+    raise AssertionError(f"pod {pod} still wants another pass after {passes}")

@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from controller.interleave import claim_obj, make, pod_obj
+from controller.interleave import claim_obj, make, pod_obj, settle
 from controller.kit import NAMES, node
 from kubernetes import client
 from prometheus_client import CollectorRegistry
@@ -33,7 +33,12 @@ def test_a_snapshot_built_while_we_write_is_not_cached(monkeypatch: pytest.Monke
     server.put("pods", pod_obj("pa", "a"))
     server.put("pods", pod_obj("pb", "b"))
     original = Snapshot.build.__func__  # type: ignore[attr-defined]
-    during_build = [lambda: allocator.reconcile(("default", "pa"))]
+
+    def write_pa() -> None:
+        with contextlib.suppress(Requeue):  # written; its commit waits for the watch
+            allocator.reconcile(("default", "pa"))
+
+    during_build = [write_pa]
 
     def build(cls, *args, **kwargs):
         snapshot = original(cls, *args, **kwargs)
@@ -55,8 +60,7 @@ def test_rollback_keeps_a_shared_claim_another_pod_waits_for() -> None:
         server.put("claims", claim)
     server.put("pods", pod_obj("p1", "shared", "d1"))
     server.put("pods", pod_obj("p2", "shared", "d2"))
-    allocator.reconcile(("default", "p1"))
-    server.deliver()
+    settle(allocator, server, "p1")
     for _ in range(3):
         with contextlib.suppress(Requeue):
             allocator.reconcile(("default", "p2"))
@@ -131,8 +135,7 @@ def test_claim_changes_reach_the_kept_snapshot_without_a_rebuild(
     view, server, allocator, _, _ = make(node("n", 2))
     server.put("claims", claim_obj("a"))
     server.put("pods", pod_obj("pa", "a"))
-    allocator.reconcile(("default", "pa"))
-    server.deliver()
+    settle(allocator, server, "pa")
     kept = view.snapshot()
     builds: list[object] = []
     monkeypatch.setattr(Snapshot, "build", lambda *a, **_: builds.append(a))
@@ -153,8 +156,7 @@ def test_a_deleted_claim_stops_counting_when_its_name_is_reused() -> None:
     view, server, allocator, _, _ = make(node("n", 1))
     server.put("claims", claim_obj("a"))
     server.put("pods", pod_obj("pa", "a"))
-    allocator.reconcile(("default", "pa"))
-    server.deliver()
+    settle(allocator, server, "pa")
     kept = view.snapshot()
     assert kept.state.in_use(("gpushare.dra.dev", "n", "gpu-0"))
     reborn = {**claim_obj("a"), "metadata": {**claim_obj("a")["metadata"], "uid": "uid-a-2"}}

@@ -173,6 +173,16 @@ class Snapshot:
             self._count_priorities(counted, -1)
             self.load.refresh(_device_ids(counted))
 
+    def overcommitted(self, claims: Iterable[Object]) -> list[str]:
+        """Say which of our cards the claims' allocations share with more than they hold."""
+        problems = []
+        for device_id in dict.fromkeys(d for claim in claims for d in _device_ids(claim)):
+            device = self.by_id.get(device_id)
+            problem = device and self.state.overcommitted(device_id, device.capacities)
+            if device and problem:
+                problems.append(f"card {device.label}: {problem}")
+        return problems
+
     def _count_priorities(self, claim: Object, sign: int) -> None:
         try:
             allocation = claim["status"]["allocation"]
