@@ -49,6 +49,7 @@ CALLS: dict[str, frozenset[Permission]] = {
     ),
     "replace_namespaced_pod": frozenset({(CORE, "pods", "update")}),
     "read_namespaced_pod": frozenset({(CORE, "pods", "get")}),
+    "list_namespaced_pod": frozenset({(CORE, "pods", "list")}),
     # The controller's events, in k8s/events.py.
     "create_namespaced_event": frozenset({(CORE, "events", "create")}),
     # The webhook hosted by the controller, in webhook/cache.py.
