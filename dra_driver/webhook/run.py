@@ -62,8 +62,10 @@ class Webhook:
                 registry,
                 ready=self.not_ready,
                 port=settings.webhook_port,
+                max_connections=settings.webhook_max_connections,
+                request_deadline=settings.webhook_request_timeout,
             )
-        except (CertificateError, OSError) as exc:
+        except (CertificateError, OSError, ValueError) as exc:
             raise WebhookConfigError(str(exc)) from exc
 
     def not_ready(self) -> str | None:

@@ -6,18 +6,25 @@ the connection's own thread under a timeout, so a client that stalls it holds up
 ``/livez``, ``/readyz`` and ``/metrics`` are served here too: when the controller hosts the
 webhook, this port is the only one that speaks for it. No request can stop the server: every
 failure is answered (400, 404, 411, 413, 500, 501) or ends only its own connection.
+
+Whoever reaches the port cannot hold it either: a connection may idle between requests for
+the idle limit, but once a request's first byte arrives the whole request must arrive within
+the request deadline, however slowly the bytes trickle in; and beyond the connection cap new
+connections are closed at once instead of each taking a thread.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Final
+from typing import Any, Final, cast
 from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -33,10 +40,72 @@ log = get_logger(__name__)
 MAX_BODY_BYTES: Final = 3 * 1024 * 1024 + 64 * 1024
 # Handshake and idle keep-alive limit per connection.
 CONNECTION_TIMEOUT_SECONDS: Final = 30.0
+# kube-apiserver sends a review at once; the webhook's own call timeout is at most 30 s.
+REQUEST_DEADLINE_SECONDS: Final = 10.0
+# Far more than the API servers' keep-alive pools need; each connection holds a thread.
+MAX_CONNECTIONS: Final = 128
 _TEXT: Final = "text/plain; charset=utf-8"
 
 ReadinessCheck = Callable[[], str | None]
 """``None`` when ready, else why not."""
+
+
+class _Deadlines:
+    """Cuts the connections whose request has not arrived in time (one thread for all)."""
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+        self._due: dict[socket.socket, float] = {}
+        self._changed = threading.Condition()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="webhook-deadlines", daemon=True)
+
+    def start(self) -> None:
+        """Start cutting."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop cutting; the thread ends."""
+        with self._changed:
+            self._stopped = True
+            self._changed.notify()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    @contextlib.contextmanager
+    def reading(self, connection: socket.socket) -> Iterator[None]:
+        """Hold ``connection`` to the deadline until :meth:`done` or the block ends."""
+        with self._changed:
+            self._due[connection] = time.monotonic() + self._seconds
+            self._changed.notify()
+        try:
+            yield
+        finally:
+            self.done(connection)
+
+    def done(self, connection: socket.socket) -> None:
+        """Release ``connection`` from the deadline: its request has arrived, answering is free."""
+        with self._changed:
+            self._due.pop(connection, None)
+
+    def _run(self) -> None:
+        with self._changed:
+            while not self._stopped:
+                now = time.monotonic()
+                for connection, due in list(self._due.items()):
+                    if due <= now:
+                        del self._due[connection]
+                        _cut(connection)
+                wait = min(self._due.values(), default=now + self._seconds) - now
+                self._changed.wait(max(wait, 0.01))
+
+
+def _cut(connection: socket.socket) -> None:
+    """Shut the connection's socket, so its thread's blocked read ends (the thread closes it)."""
+    log.info("webhook.request_too_slow", reason="the request did not arrive within the deadline")
+    with contextlib.suppress(OSError):
+        # The plain socket's shutdown: SSLSocket's would drop its TLS state under the reader.
+        socket.socket.shutdown(connection, socket.SHUT_RDWR)
 
 
 class _TlsServer(ThreadingHTTPServer):
@@ -47,11 +116,41 @@ class _TlsServer(ThreadingHTTPServer):
     allow_reuse_address = True
 
     def __init__(
-        self, address: tuple[str, int], tls: ReloadingContext, webhook: WebhookServer
+        self,
+        address: tuple[str, int],
+        tls: ReloadingContext,
+        webhook: WebhookServer,
+        *,
+        max_connections: int,
+        request_deadline: float,
     ) -> None:
         self.tls = tls
         self.webhook = webhook
+        self.deadlines = _Deadlines(request_deadline)
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._max_connections = max_connections
         super().__init__(address, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:  # noqa: ANN401
+        if not self._slots.acquire(blocking=False):
+            log.warning(
+                "webhook.connection_refused",
+                reason=f"{self._max_connections} connections are open already",
+                client=str(client_address),
+            )
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:  # noqa: ANN401
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
     def get_request(self) -> tuple[socket.socket, tuple[str, int]]:
         connection, address = self.socket.accept()
@@ -82,6 +181,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.request.do_handshake()
         super().setup()
 
+    def handle_one_request(self) -> None:
+        """Wait for the next request under the idle limit, then read it under the deadline."""
+        try:
+            # makefile("rb") is a BufferedReader; typeshed only knows it as BufferedIOBase.
+            started = cast(io.BufferedReader, self.rfile).peek(1)
+        except OSError:  # idle too long, or reset
+            started = b""
+        if not started:
+            self.close_connection = True
+            return
+        with self.server.deadlines.reading(self.request):
+            super().handle_one_request()
+
     def log_message(self, format: str, *args: object) -> None:
         log.debug("webhook.http", request=format % args)
 
@@ -100,6 +212,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         """Serve the probes and the metrics."""
+        self.server.deadlines.done(self.request)
         self.server.webhook.get(self, urlsplit(self.path).path)
 
     def do_POST(self) -> None:
@@ -120,12 +233,24 @@ class WebhookServer:
         ready: ReadinessCheck,
         host: str = "0.0.0.0",  # noqa: S104 - kube-apiserver calls from outside the pod
         port: int = 0,
+        max_connections: int = MAX_CONNECTIONS,
+        request_deadline: float = REQUEST_DEADLINE_SECONDS,
     ) -> None:
+        if max_connections < 1:
+            raise ValueError(f"webhook-max-connections must be 1 or more, not {max_connections}")
+        if not request_deadline > 0:
+            raise ValueError(f"webhook-request-timeout must be above 0, not {request_deadline}")
         self._routes = {"/validate": admission.validate, "/mutate": admission.mutate}
         self._metrics = metrics
         self._registry = registry
         self._ready = ready
-        self._server = _TlsServer((host, port), tls, self)
+        self._server = _TlsServer(
+            (host, port),
+            tls,
+            self,
+            max_connections=max_connections,
+            request_deadline=request_deadline,
+        )
         self._thread: threading.Thread | None = None
 
     @property
@@ -142,6 +267,7 @@ class WebhookServer:
             daemon=True,
         )
         self._thread.start()
+        self._server.deadlines.start()
         log.info("webhook.serving", port=self.port)
 
     def stop(self) -> None:
@@ -150,6 +276,7 @@ class WebhookServer:
             self._server.shutdown()
             self._thread.join()
             self._thread = None
+            self._server.deadlines.stop()
         self._server.server_close()
 
     def get(self, handler: _Handler, path: str) -> None:
@@ -196,6 +323,7 @@ class WebhookServer:
             )
             return
         body = handler.rfile.read(length)
+        self._server.deadlines.done(handler.request)
         if len(body) < length:
             handler.close_connection = True  # the client went away mid-body
             return

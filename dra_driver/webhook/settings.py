@@ -17,6 +17,12 @@ class WebhookSettings:
         Path("/etc/gpushare/tls/tls.crt"), "serving certificate, reloaded when it changes"
     )
     tls_key_file: Path = flag(Path("/etc/gpushare/tls/tls.key"), "private key of the certificate")
+    webhook_max_connections: int = flag(
+        128, "connections served at once; more are closed at once (each holds a thread)"
+    )
+    webhook_request_timeout: float = flag(
+        10.0, "seconds a client has to send a whole request once it started one"
+    )
     webhook_enabled: bool = flag(
         False,
         "controller only: also serve the admission webhook in this process "

@@ -8,6 +8,7 @@ import shutil
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -249,3 +250,115 @@ def test_the_listen_backlog_holds_a_burst_of_connections() -> None:
     """The server listens with the system's largest backlog, not http.server's 5."""
     assert server_module._TlsServer.request_queue_size == socket.SOMAXCONN
     assert socket.SOMAXCONN > 5
+
+
+@pytest.fixture
+def strict(tmp_path: Path) -> Iterator[Served]:
+    """Serve with a 2-connection cap and a 0.5 s request deadline."""
+    cert_file, key_file, der = write_certificate(tmp_path)
+    registry = CollectorRegistry()
+    metrics = WebhookMetrics(registry)
+    tls = ReloadingContext(cert_file, key_file, check_interval=0)
+    server = WebhookServer(
+        Admission(NAMES, FakeCluster(templates={})),
+        tls,
+        metrics,
+        registry,
+        ready=lambda: None,
+        host="127.0.0.1",
+        max_connections=2,
+        request_deadline=0.5,
+    )
+    server.start()
+    try:
+        yield Served(server, tmp_path, cert_file, key_file, der, threading.Event(), registry)
+    finally:
+        server.stop()
+
+
+def _open(served: Served) -> ssl.SSLSocket:
+    raw = socket.create_connection(("127.0.0.1", served.port), timeout=5)
+    return _context(None).wrap_socket(raw)
+
+
+def _closed_by_server(connection: ssl.SSLSocket) -> bool:
+    try:
+        return connection.recv(1) == b""
+    except (ssl.SSLError, ConnectionError):
+        return True
+
+
+def test_a_request_trickling_in_is_cut_at_the_deadline(strict: Served) -> None:
+    """A client sending a byte at a time is cut once the request deadline passes."""
+    with _open(strict) as slow:
+        started = time.monotonic()
+        cut = False
+        for byte in b"POST /mutate HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 40:
+            try:
+                slow.sendall(bytes([byte]))
+            except (ssl.SSLError, ConnectionError):
+                cut = True
+                break
+            time.sleep(0.05)
+        cut = cut or _closed_by_server(slow)
+        assert cut
+        assert time.monotonic() - started < 3
+    assert call(strict, "GET", "/livez")[0] == 200
+
+
+def test_an_idle_keep_alive_connection_is_not_cut_by_the_request_deadline(strict: Served) -> None:
+    """The deadline counts from a request's first byte: idling between requests is allowed."""
+    connection = http.client.HTTPSConnection(
+        "127.0.0.1", strict.port, context=_context(None), timeout=5
+    )
+    try:
+        connection.request("GET", "/livez")
+        assert connection.getresponse().read() == b"ok\n"
+        time.sleep(1.0)  # twice the deadline, far below the idle limit
+        connection.request("GET", "/livez")
+        assert connection.getresponse().read() == b"ok\n"
+    finally:
+        connection.close()
+
+
+def test_connections_beyond_the_cap_are_closed_and_a_freed_slot_serves_again(
+    strict: Served,
+) -> None:
+    """With the cap reached a new connection is closed at once; closing one frees its slot."""
+    first, second = _open(strict), _open(strict)
+    try:
+        third = socket.create_connection(("127.0.0.1", strict.port), timeout=5)
+        with third:
+            # Closed without a handshake: a TLS client sees the connection end.
+            assert third.recv(1) == b""
+    finally:
+        first.close()
+    time.sleep(0.2)  # the server notices the close and frees the slot
+    assert call(strict, "GET", "/livez")[0] == 200
+    second.close()
+
+
+def test_bad_limits_are_refused_naming_the_flag(tmp_path: Path) -> None:
+    """A cap below 1 or a deadline of 0 is a configuration error naming its flag."""
+    cert_file, key_file, _ = write_certificate(tmp_path)
+    tls = ReloadingContext(cert_file, key_file, check_interval=0)
+    registry = CollectorRegistry()
+    admission = Admission(NAMES, FakeCluster(templates={}))
+    with pytest.raises(ValueError, match="webhook-max-connections must be 1 or more, not 0"):
+        WebhookServer(
+            admission,
+            tls,
+            WebhookMetrics(registry),
+            registry,
+            ready=lambda: None,
+            max_connections=0,
+        )
+    with pytest.raises(ValueError, match="webhook-request-timeout must be above 0, not 0"):
+        WebhookServer(
+            admission,
+            tls,
+            WebhookMetrics(CollectorRegistry()),
+            registry,
+            ready=lambda: None,
+            request_deadline=0,
+        )
