@@ -176,7 +176,11 @@ class Controller:
     def _enqueue_everything(self) -> None:
         self._enqueue_gated_pods()
         for claim in self.view.claims.list():
-            if self._names.finalizer in (claim["metadata"].get("finalizers") or []):
+            # Tentative claims carry no finalizer yet; one whose pod went away while no
+            # replica led has no event left to bring it to the releaser.
+            if self._names.finalizer in (claim["metadata"].get("finalizers") or []) or (
+                claim.get("status") or {}
+            ).get("allocation"):
                 self._releases.queue.add(object_key(claim))
 
     def _enqueue_gated_pods(self) -> None:

@@ -168,33 +168,63 @@ def test_scheduler_allocated_claims_are_counted_and_untouched(work_dir: Path) ->
         assert_no_overcommit(claims(cluster))
 
 
-def test_restart_after_crash_between_finalizer_and_allocation_completes_the_claim(
+def tentative(cluster: FakeCluster) -> Object | None:
+    """Return the one claim once it is allocated without our finalizer (not committed)."""
+    (claim,) = claims(cluster) or [None]
+    if claim is None or not (claim.get("status") or {}).get("allocation"):
+        return None
+    return None if NAMES.finalizer in (claim["metadata"].get("finalizers") or []) else claim
+
+
+def test_restart_after_crash_between_allocation_and_commit_completes_the_claim(
     work_dir: Path,
 ) -> None:
-    """A controller that died after adding its finalizer completes the claim after a restart."""
+    """A controller that died before committing its allocation commits it after a restart."""
     with harness(work_dir, node("node-a", 1)) as cluster:
         fault = cluster.server.faults.inject(
-            verb="update", resource="resourceclaims/status", status=500, times=1000
+            verb="update", resource="resourceclaims", status=500, times=1000
         )
         with running(cluster):
             cluster.apply([template("share", "30", "5Gi"), gated_pod("p", "share")])
-            cluster.wait_for(
-                lambda: [
-                    c
-                    for c in claims(cluster)
-                    if NAMES.finalizer in c["metadata"].get("finalizers", [])
-                ],
-                "our finalizer on the claim",
-            )
-            cluster.wait_for(lambda: fault.hits >= 1, "the failing status write")
-        (claim,) = claims(cluster)
-        assert not (claim.get("status") or {}).get("allocation")
+            cluster.wait_for(lambda: tentative(cluster), "the tentative allocation")
+            cluster.wait_for(lambda: fault.hits >= 1 or None, "the failing commit")
+        assert objects.has_scheduling_gate(read_pod(cluster, "p"), GATE)
         fault.remove()
         with running(cluster):
             pod = cluster.wait_for(lambda: bound(cluster, "p"), "the pod to be bound after restart")
         (claim,) = claims(cluster)
-        assert claim["status"]["allocation"]["nodeSelector"]
+        assert NAMES.finalizer in claim["metadata"]["finalizers"]
         assert pod["spec"]["nodeName"] == "node-a"
+
+
+def test_a_tentative_claim_whose_pod_went_while_no_controller_ran_is_released(
+    work_dir: Path,
+) -> None:
+    """After a restart, a named claim allocated but never committed, its pod gone, is cleared."""
+    with harness(work_dir, node("node-a", 1)) as cluster:
+        named = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "named"},
+            "spec": template("x", "30", "5Gi")["spec"]["spec"],
+        }
+        pod = gated_pod("p", "unused")
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "named"}]
+        fault = cluster.server.faults.inject(
+            verb="update", resource="resourceclaims", status=500, times=1000
+        )
+        with running(cluster):
+            cluster.apply([named, pod])
+            cluster.wait_for(lambda: tentative(cluster), "the tentative allocation")
+        fault.remove()
+        raw.call(client.CoreV1Api(cluster.api).delete_namespaced_pod, "p", "default")
+        with running(cluster):
+            cluster.wait_for(
+                lambda: not (claims(cluster)[0].get("status") or {}).get("allocation") or None,
+                "the tentative allocation to be cleared",
+            )
+        (claim,) = claims(cluster)
+        assert NAMES.finalizer not in (claim["metadata"].get("finalizers") or [])
 
 
 def test_orphaned_finalizer_without_allocation_is_removed(work_dir: Path) -> None:
