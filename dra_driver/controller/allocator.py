@@ -37,7 +37,7 @@ from dra_driver.controller.view import ClusterView
 from dra_driver.controller.writes import ClaimWriter
 from dra_driver.k8s import objects
 from dra_driver.k8s.errors import ApiError, ConflictError
-from dra_driver.k8s.events import EventRecorder
+from dra_driver.k8s.events import EventSink
 from dra_driver.k8s.informer import object_key
 from dra_driver.k8s.reconcile import Requeue
 from dra_driver.k8s.scheduling import node_selector_matches
@@ -69,7 +69,7 @@ class Allocator:
         view: ClusterView,
         *,
         writer: ClaimWriter,
-        events: EventRecorder,
+        events: EventSink,
         metrics: ControllerMetrics,
         policy: Policy,
         clock: Callable[[], float] = time.time,

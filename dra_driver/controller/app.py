@@ -24,7 +24,7 @@ from dra_driver.controller.settings import ControllerSettings
 from dra_driver.controller.view import ClusterView
 from dra_driver.controller.writes import ClaimWriter
 from dra_driver.k8s import objects
-from dra_driver.k8s.events import EventRecorder
+from dra_driver.k8s.events import EventRecorder, EventSender
 from dra_driver.k8s.informer import EventType, object_key
 from dra_driver.k8s.leader import LeaderElectionSettings, LeaderElector
 from dra_driver.k8s.reconcile import ReconcileLoop
@@ -62,12 +62,12 @@ class Controller:
         self.view = ClusterView(api_client, names, self._on_change)
         registry.register(CardCollector(self.view.cached_snapshot))
         writer = ClaimWriter(api_client, names.finalizer)
-        events = EventRecorder(api_client, COMPONENT)
+        self._events = EventSender(EventRecorder(api_client, COMPONENT))
         allocator = Allocator(
             names,
             self.view,
             writer=writer,
-            events=events,
+            events=self._events,
             metrics=self.metrics,
             policy=policy_of(settings),
         )
@@ -104,6 +104,7 @@ class Controller:
 
     def start(self) -> None:
         """Start the informers and campaign (or lead at once without leader election)."""
+        self._events.start()
         self.view.start()
         if self._elector is not None:
             self._elector.start()
@@ -119,6 +120,7 @@ class Controller:
             self._ended = True
             self._stop_loops()
         self.view.stop()
+        self._events.stop()
 
     @property
     def leading(self) -> bool:
