@@ -195,8 +195,10 @@ def _check_share(share: CardShare) -> None:
         )
     total = share.card.memory_bytes
     if isinstance(memory, bool) or not isinstance(memory, int) or not MIB <= memory <= total:
+        # As a claim writes it (64Gi), not as a byte count nobody typed.
+        amount = format_quantity(memory) if type(memory) is int and memory > 0 else repr(memory)
         raise InvalidShareError(
-            f"{where}: memory {memory!r} on {card}: must be at least 1Mi and at most the "
+            f"{where}: memory {amount} on {card}: must be at least 1Mi and at most the "
             f"card's {format_quantity(total)}"
         )
     if share.share_id is not None:

@@ -26,7 +26,15 @@ _MAX_EXPONENT: Final = 40
 
 
 class QuantityError(ValueError):
-    """A string is not a Kubernetes quantity."""
+    """A string is not a Kubernetes quantity; ``problem`` says why, without the string."""
+
+    def __init__(self, text: str, problem: str) -> None:
+        super().__init__(f"quantity {text!r} {problem}")
+        self.problem = problem
+
+
+class QuantityRangeError(QuantityError):
+    """A well-formed quantity whose exponent is beyond any real amount."""
 
 
 class QuantityFormat(enum.Enum):
@@ -41,8 +49,8 @@ def parse_quantity(text: str) -> Fraction:
     match = _QUANTITY.fullmatch(text) if len(text) <= _MAX_LENGTH else None
     if match is None:
         raise QuantityError(
-            f"quantity {text!r} must match the Kubernetes quantity format, e.g. "
-            "'30', '5Gi', '512Mi', '500m' or '1e3'"
+            text,
+            "must match the Kubernetes quantity format, e.g. '30', '5Gi', '512Mi', '500m' or '1e3'",
         )
     value = Fraction(match["number"])
     if match["binary"]:
@@ -50,9 +58,8 @@ def parse_quantity(text: str) -> Fraction:
     elif match["exponent"]:
         exponent = int(match["exponent"][1:])
         if abs(exponent) > _MAX_EXPONENT:
-            raise QuantityError(
-                f"quantity {text!r}: exponent {exponent} is out of range "
-                f"(-{_MAX_EXPONENT} to {_MAX_EXPONENT})"
+            raise QuantityRangeError(
+                text, f"has exponent {exponent}, out of range (-{_MAX_EXPONENT} to {_MAX_EXPONENT})"
             )
         value *= Fraction(10) ** exponent
     else:

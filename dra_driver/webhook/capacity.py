@@ -16,7 +16,13 @@ from typing import Any, Final
 
 from dra_driver.api import DriverNames
 from dra_driver.api.errors import Reason, quote
-from dra_driver.k8s.quantity import QuantityError, QuantityFormat, format_quantity, parse_quantity
+from dra_driver.k8s.quantity import (
+    QuantityError,
+    QuantityFormat,
+    QuantityRangeError,
+    format_quantity,
+    parse_quantity,
+)
 
 CORES: Final = "cores"
 MEMORY: Final = "memory"
@@ -83,6 +89,9 @@ def check_capacity(
             continue
         try:
             amount = parse_quantity(text)
+        except QuantityRangeError as exc:
+            errors.append(invalid(field, quote(text), exc.problem))
+            continue
         except QuantityError:
             errors.append(invalid(field, quote(text), "must be a quantity such as 30 or 5Gi"))
             continue

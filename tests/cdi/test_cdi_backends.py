@@ -344,7 +344,7 @@ IMPOSSIBLE = [
     ([share(CARD, 30, 0)], f'request "gpu": memory 0 on card {U0}: {MEMORY_RULE}'),
     (
         [share(CARD, 30, 17 * GIB, request="big")],
-        f'request "big": memory 18253611008 on card {U0}: {MEMORY_RULE}',
+        f'request "big": memory 17Gi on card {U0}: {MEMORY_RULE}',
     ),
     (
         [share(card(0, 0x3B)), share(card(1, 0x3B))],

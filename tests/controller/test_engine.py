@@ -651,6 +651,19 @@ def test_a_malformed_slice_is_reported_and_skipped(path, value):
     assert placed(snapshot, [claim("ok")]).node == "good"
 
 
+def test_a_malformed_slice_is_named_by_its_name_or_else_its_place() -> None:
+    """The problem names the slice; one without a usable name is named by its index."""
+    named, unnamed = slices_of([node("named", 1)])[0], slices_of([node("unnamed", 1)])[0]
+    del named["spec"]["nodeName"]
+    del unnamed["spec"]["nodeName"]
+    unnamed["metadata"] = {"name": ["not", "a", "name"]}
+    snapshot = cluster(node("named", 1), slices=[named, unnamed])
+    assert [p for p in snapshot.problems if "node-local" in p] == [
+        f"ResourceSlice {named['metadata']['name']}: not node-local; ignored",
+        "ResourceSlice #1: not node-local; ignored",
+    ]
+
+
 @pytest.mark.parametrize(
     "devices",
     [

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from dra_driver.k8s.quantity import (
     QuantityError,
     QuantityFormat,
+    QuantityRangeError,
     ceil_int,
     format_quantity,
     parse_quantity,
@@ -95,5 +96,7 @@ def test_an_exponent_out_of_range_is_refused_before_any_arithmetic() -> None:
     """1e40 parses; 9e99999 (a 100,000-digit number, seconds per comparison) is refused."""
     assert parse_quantity("1e40") == 10**40
     assert parse_quantity("1e-40") == Fraction(1, 10**40)
-    with pytest.raises(QuantityError, match=r"exponent 99999 is out of range \(-40 to 40\)"):
+    with pytest.raises(QuantityRangeError) as refused:
         parse_quantity("9e99999")
+    assert str(refused.value) == "quantity '9e99999' has exponent 99999, out of range (-40 to 40)"
+    assert refused.value.problem == "has exponent 99999, out of range (-40 to 40)"

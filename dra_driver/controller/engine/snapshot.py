@@ -266,6 +266,13 @@ def _read_slice(driver: str, slice_: Object) -> _Slice | None:
     )
 
 
+def _slice_label(slice_: object, index: int) -> str:
+    """Name a slice in a message: by its name, or by its place when it has none."""
+    metadata = slice_.get("metadata") if isinstance(slice_, dict) else None
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    return name if isinstance(name, str) and name else f"#{index}"
+
+
 def _device(driver: str, node: str, pool: str, raw: Object, models: Models) -> Device:
     taints = tuple(raw.get("taints") or ())
     if not all(isinstance(taint, dict) for taint in taints):
@@ -296,7 +303,7 @@ def _devices(
         try:
             read = _read_slice(driver, slice_)
         except _MALFORMED as exc:
-            problems.append(f"ResourceSlice #{index}: {exc!s}; ignored")
+            problems.append(f"ResourceSlice {_slice_label(slice_, index)}: {exc!s}; ignored")
             continue
         if read is not None:
             ours.append(read)
