@@ -20,12 +20,6 @@ POD = {
 
 
 @pytest.fixture
-def server() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as srv:
-        yield srv
-
-
-@pytest.fixture
 def api_client(server: FakeApiServer) -> Iterator[client.ApiClient]:
     with server.api_client() as api:
         yield api

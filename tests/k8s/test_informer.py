@@ -45,12 +45,6 @@ class Recorder:
 
 
 @pytest.fixture
-def server() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as srv:
-        yield srv
-
-
-@pytest.fixture
 def api(server: FakeApiServer) -> Iterator[client.ResourceV1Api]:
     with server.api_client() as api_client:
         yield client.ResourceV1Api(api_client)

@@ -64,12 +64,6 @@ def election_threads() -> list[str]:
 
 
 @pytest.fixture
-def server() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as srv:
-        yield srv
-
-
-@pytest.fixture
 def make_elector(
     server: FakeApiServer,
 ) -> Iterator[Callable[..., tuple[LeaderElector, Callbacks]]]:

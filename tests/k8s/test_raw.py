@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from kubernetes import client
 
 from dra_driver.k8s import raw
 from dra_driver.k8s.errors import NotFoundError
 from dra_driver.testing.apiserver import FakeApiServer
-
-
-@pytest.fixture
-def server() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as srv:
-        yield srv
 
 
 def test_get_reads_an_object_and_maps_a_missing_one_to_not_found(server: FakeApiServer) -> None:

@@ -1,0 +1,16 @@
+"""Fixtures shared by the client-side tests: one fake API server per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from dra_driver.testing.apiserver import FakeApiServer
+
+
+@pytest.fixture
+def server() -> Iterator[FakeApiServer]:
+    """Serve a fresh in-process API server for the test."""
+    with FakeApiServer() as srv:
+        yield srv
