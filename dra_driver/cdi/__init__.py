@@ -29,6 +29,7 @@ from dra_driver.cdi.spec import (
     Mount,
     atomic_write_bytes,
     atomic_write_json,
+    ensure_directory,
     json_bytes,
     sync_directory_of,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "check_env_value",
     "check_request_name",
     "check_share_id",
+    "ensure_directory",
     "json_bytes",
     "qualified_name",
     "required_version",

@@ -3,13 +3,14 @@
 The dataclasses are immutable values; :meth:`CdiSpec.to_dict` turns one into the JSON object
 a container runtime loads, with ``cdiVersion`` set to the lowest version that has every
 feature the spec uses (older runtimes vendor older CDI libraries and refuse newer versions).
-:func:`atomic_write_bytes` (and its wrappers) are the only functions in the package that touch
-the filesystem.
+:func:`atomic_write_bytes` (and its wrappers) and :func:`ensure_directory` are the only functions
+in the package that touch the filesystem.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import tempfile
@@ -193,6 +194,29 @@ def atomic_write_bytes(
         raise
     if sync_directory:
         sync_directory_of(path)
+
+
+def ensure_directory(path: Path, mode: int) -> None:
+    """Create the directory ``path`` if it is missing and give it ``mode``, never via a symlink.
+
+    ``mkdir`` then ``chmod`` would follow a symlink planted at ``path`` and open up whatever it
+    points at, so the mode is set through a descriptor opened with ``O_NOFOLLOW``. Raises
+    :class:`OSError` naming the path when it is a symlink or not a directory.
+    """
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    try:
+        directory_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise OSError(
+                exc.errno, f"{path} is a symlink or not a directory; refusing to use it"
+            ) from exc
+        raise
+    try:
+        os.fchmod(directory_fd, mode)
+    finally:
+        os.close(directory_fd)
 
 
 def sync_directory_of(path: Path) -> None:

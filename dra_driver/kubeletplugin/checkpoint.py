@@ -12,8 +12,11 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+import errno
 import hashlib
 import json
+import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -138,10 +141,28 @@ def _decode(data: bytes) -> tuple[dict[str, ClaimEntry], dict[str, str]]:
 def _identity(path: Path) -> tuple[int, int, int, int] | None:
     """Return what changes whenever the file is replaced or rewritten (``None``: absent)."""
     try:
-        stat = path.stat()
+        found = path.lstat()
     except FileNotFoundError:
         return None
-    return stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns
+    return found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns
+
+
+def _read_regular(path: Path) -> bytes:
+    """Read ``path`` if it is a regular file; a symlink, FIFO or device is a corrupt checkpoint.
+
+    The plugin runs as root: following a link planted here would read (and later move) a file
+    of someone else's choosing, and opening a FIFO would hang start-up.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError("it is a symlink, not a regular file") from exc
+        raise
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            raise ValueError("it is not a regular file")
+        return file.read()
 
 
 class Checkpoint:
@@ -167,7 +188,7 @@ class Checkpoint:
             self.claims, self._canonical, self._identity = {}, {}, None
             return
         try:
-            self.claims, self._canonical = _decode(self.path.read_bytes())
+            self.claims, self._canonical = _decode(_read_regular(self.path))
             self._identity = identity
         except (ValueError, KeyError, TypeError) as exc:
             # Microseconds: two corrupt loads in one second must not overwrite the evidence.

@@ -26,6 +26,7 @@ from dra_driver.cdi import (
     atomic_write_bytes,
     atomic_write_json,
     check_claim_uid,
+    ensure_directory,
     json_bytes,
     spec_file_name,
     sync_directory_of,
@@ -161,11 +162,11 @@ class ClaimPreparer:
 
     def start(self) -> None:
         """Load the checkpoint and reconcile it with the CDI directory."""
-        for path in (self._paths.plugin_dir, self._paths.cdi_root, self._paths.hami_dir / "lock"):
+        hami = self._paths.hami_dir
+        for path in (self._paths.plugin_dir, self._paths.cdi_root, hami / "lock", hami / "claims"):
             path.mkdir(parents=True, exist_ok=True)
-        preload = self._paths.hami_dir / "ld.so.preload"
-        if not preload.exists():
-            preload.write_text(HAMI_LIBRARY_PATH + "\n")
+        # Rewritten by rename on every start: never written through a symlink, always complete.
+        atomic_write_bytes(hami / "ld.so.preload", (HAMI_LIBRARY_PATH + "\n").encode())
         with self._exclusive():
             self._reconcile()
 
@@ -321,9 +322,8 @@ class ClaimPreparer:
         for plan in planned:
             with self._answering(plan.ref, outcomes):
                 if plan.config.backend is Backend.HAMI_CORE:
-                    plan.host.hami_cache_dir.mkdir(parents=True, exist_ok=True)
                     # Container processes run as any user and must share the region file.
-                    plan.host.hami_cache_dir.chmod(0o777)
+                    ensure_directory(plan.host.hami_cache_dir, 0o777)
                 path = self._paths.cdi_root / plan.entry.spec_file
                 atomic_write_bytes(path, json_bytes(plan.spec), sync_directory=False)
                 written.append(plan)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import stat
 from pathlib import Path
@@ -10,6 +11,8 @@ import pytest
 from deploy.chartkit import MATRIX, Rendered, containers, helm_binary, render
 from kubeletplugin.test_state import DRIVER, FakeClaims, Node, claim, new_uid
 
+from dra_driver.cdi.backends import HAMI_LIBRARY_PATH
+from dra_driver.kubeletplugin.locking import file_lock
 from dra_driver.kubeletplugin.state import NodePaths
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
@@ -73,11 +76,9 @@ def test_only_the_kubelet_plugin_is_privileged(renders: dict[str, Rendered]) -> 
                 assert "ALL" in (context.get("capabilities") or {}).get("drop", []), case
 
 
-def test_a_planted_symlink_at_a_spec_path_is_replaced_not_written_through(
-    tmp_path: Path,
-) -> None:
-    """The spec is a 0644 regular file; the symlink's target is never written or removed."""
-    node = Node(
+@pytest.fixture
+def node(tmp_path: Path) -> Node:
+    return Node(
         root=tmp_path,
         paths=NodePaths(
             plugin_dir=tmp_path / "plugins" / DRIVER,
@@ -88,6 +89,12 @@ def test_a_planted_symlink_at_a_spec_path_is_replaced_not_written_through(
         ),
         claims=FakeClaims(),
     )
+
+
+def test_a_planted_symlink_at_a_spec_path_is_replaced_not_written_through(
+    tmp_path: Path, node: Node
+) -> None:
+    """The spec is a 0644 regular file; the symlink's target is never written or removed."""
     preparer = node.started()
     ref = node.claims.add(claim(new_uid(), "c1"))
     victim = tmp_path / "etc-shadow"
@@ -101,3 +108,78 @@ def test_a_planted_symlink_at_a_spec_path_is_replaced_not_written_through(
     assert preparer.unprepare([ref])[ref.uid] == ""
     assert not spec.exists()
     assert victim.read_text() == "root:secret\n"
+
+
+def test_a_planted_symlink_at_a_cache_directory_is_refused_not_opened_up(
+    tmp_path: Path, node: Node
+) -> None:
+    """Prepare fails that claim, naming the path; the link's target keeps its 0700 mode."""
+    preparer = node.started()
+    ref = node.claims.add(claim(new_uid(), "c1"))
+    victim = tmp_path / "root-only"
+    victim.mkdir(mode=0o700)
+    node.cache_dir(ref.uid).symlink_to(victim, target_is_directory=True)
+    error = preparer.prepare([ref])[ref.uid].error
+    assert str(node.cache_dir(ref.uid)) in error
+    assert "symlink or not a directory" in error
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o700
+    assert ref.uid not in preparer.prepared
+
+
+def test_a_checkpoint_reached_through_a_symlink_is_set_aside_not_trusted(
+    tmp_path: Path, node: Node
+) -> None:
+    """A link at checkpoint.json, even to a valid checkpoint, is moved aside; its target stays."""
+    donor = Node(
+        tmp_path / "donor",
+        dataclasses.replace(
+            node.paths,
+            plugin_dir=tmp_path / "donor" / "plugin",
+            cdi_root=tmp_path / "donor" / "cdi",
+        ),
+        FakeClaims(),
+    )
+    donor_preparer = donor.started()
+    ref = donor.claims.add(claim(new_uid(), "c1"))
+    assert donor_preparer.prepare([ref])[ref.uid].error == ""
+    target = donor.paths.plugin_dir / "checkpoint.json"
+    before = target.read_bytes()
+    link = node.paths.plugin_dir / "checkpoint.json"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(target)
+    preparer = node.started()
+    assert preparer.prepared == {}
+    assert not link.is_symlink()
+    assert [p.is_symlink() for p in link.parent.glob("checkpoint.json.corrupt-*")] == [True]
+    assert target.read_bytes() == before
+
+
+def test_the_node_lock_is_owner_only_and_never_opened_through_a_symlink(
+    tmp_path: Path, node: Node
+) -> None:
+    """serialize.lock is created 0600; a link planted there is refused and its target not made."""
+    node.started()
+    lock = node.paths.plugin_dir / "serialize.lock"
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+    lock.unlink()
+    victim = tmp_path / "created-by-root"
+    lock.symlink_to(victim)
+    with pytest.raises(OSError, match="Too many levels of symbolic links"), file_lock(lock):
+        pass
+    assert not victim.exists()
+
+
+def test_a_planted_symlink_at_the_preload_file_is_replaced_not_trusted(
+    tmp_path: Path, node: Node
+) -> None:
+    """Start leaves ld.so.preload a 0644 regular file naming HAMi-core; the link's target stays."""
+    preload = node.paths.hami_dir / "ld.so.preload"
+    preload.parent.mkdir(parents=True)
+    victim = tmp_path / "attacker-library-list"
+    victim.write_text("/tmp/evil.so\n")
+    preload.symlink_to(victim)
+    node.started()
+    assert not preload.is_symlink()
+    assert preload.read_text() == HAMI_LIBRARY_PATH + "\n"
+    assert stat.S_IMODE(preload.stat().st_mode) == 0o644
+    assert victim.read_text() == "/tmp/evil.so\n"
