@@ -184,6 +184,20 @@ class _Health:
         )
 
 
+def bind_owner_only(server: grpc.Server, path: Path) -> None:
+    """Bind ``server`` to the unix socket ``path`` so that only its owner can ever connect.
+
+    gRPC creates the socket file when the port is added, with the process umask: under a
+    permissive umask the socket would accept anyone until a later chmod. The umask is
+    process-wide, so it is narrowed only around the bind.
+    """
+    previous = os.umask(0o077)
+    try:
+        server.add_insecure_port(f"unix://{path}")
+    finally:
+        os.umask(previous)
+
+
 class PluginServer:
     """Both sockets and all services; ``start`` binds over stale sockets, ``stop`` removes them."""
 
@@ -242,7 +256,7 @@ class PluginServer:
             if path.exists() or path.is_symlink():
                 log.info("socket.stale_removed", path=str(path))
                 path.unlink()
-            self._server.add_insecure_port(f"unix://{path}")
+            bind_owner_only(self._server, path)
         self._server.start()
         for path in self._sockets:
             path.chmod(0o600)

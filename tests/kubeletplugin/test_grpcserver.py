@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import stat
 import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from concurrent import futures
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -31,6 +33,7 @@ from dra_driver.k8s.errors import NotFoundError
 from dra_driver.kubeletplugin.grpcserver import (
     PluginServer,
     SocketPathError,
+    bind_owner_only,
     socket_paths,
 )
 from dra_driver.kubeletplugin.locking import file_lock
@@ -239,6 +242,21 @@ def test_starts_over_stale_files_at_both_socket_paths(served: Served) -> None:
             registration.InfoRequest(), timeout=5
         )
     assert info.name == DRIVER
+
+
+def test_a_socket_is_owner_only_from_the_moment_it_is_bound(work_dir: Path) -> None:
+    """Under a umask of 0 the socket file is still created without group or other access."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    path = work_dir / "bound.sock"
+    previous = os.umask(0)
+    try:
+        bind_owner_only(server, path)
+        assert os.umask(0) == 0, "the process umask was not restored"
+    finally:
+        os.umask(previous)
+        server.stop(0)
+    assert stat.S_ISSOCK(path.lstat().st_mode)
+    assert stat.S_IMODE(path.lstat().st_mode) & 0o077 == 0
 
 
 def test_get_info_describes_the_dra_plugin(served: Served) -> None:
