@@ -52,7 +52,11 @@ def _renderer(fmt: LogFormat, stream: TextIO) -> Processor:
     use_json = fmt is LogFormat.JSON or (fmt is LogFormat.AUTO and not stream.isatty())
     if use_json:
         return structlog.processors.JSONRenderer(sort_keys=False)
-    return structlog.dev.ConsoleRenderer(colors=stream.isatty())
+    # ConsoleRenderer's default, with rich installed (typer brings it), prints every frame's local
+    # variables; they hold pod specs, env values and tokens. A plain traceback never does.
+    return structlog.dev.ConsoleRenderer(
+        colors=stream.isatty(), exception_formatter=structlog.dev.plain_traceback
+    )
 
 
 def configure_logging(

@@ -131,3 +131,18 @@ def test_json_tracebacks_never_carry_local_variables() -> None:
     assert event["exception"][0]["exc_type"] == "ValueError"
     assert event["exception"][0]["frames"]
     assert secret not in stream.getvalue()
+
+
+def test_console_tracebacks_never_carry_local_variables() -> None:
+    """An exception logged for a terminal shows its traceback but no locals (rich would)."""
+    stream = io.StringIO()
+    configure_logging(level="info", fmt=LogFormat.CONSOLE, stream=stream)
+    secret = "hunter2-s3cret"
+    try:
+        raise ValueError(f"boom {len(secret)}")
+    except ValueError:
+        get_logger("t").exception("failed")
+    output = stream.getvalue()
+    assert "Traceback" in output
+    assert "ValueError: boom 14" in output
+    assert secret not in output
