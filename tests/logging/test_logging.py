@@ -118,31 +118,30 @@ def test_unknown_level_is_refused_with_allowed_values() -> None:
         configure_logging(level="verbose")
 
 
-def test_json_tracebacks_never_carry_local_variables() -> None:
-    """An exception logged as JSON shows its frames but no locals, which may hold secrets."""
+def log_an_exception_with_a_secret_local(fmt: LogFormat) -> tuple[str, str]:
+    """Log an exception raised beside a local secret; return the output and the secret."""
     stream = io.StringIO()
-    configure_logging(level="info", fmt=LogFormat.JSON, stream=stream)
+    configure_logging(level="info", fmt=fmt, stream=stream)
     secret = "hunter2-s3cret"
     try:
         raise ValueError(f"boom {len(secret)}")
     except ValueError:
         get_logger("t").exception("failed")
-    event = json.loads(stream.getvalue().splitlines()[-1])
+    return stream.getvalue(), secret
+
+
+def test_json_tracebacks_never_carry_local_variables() -> None:
+    """An exception logged as JSON shows its frames but no locals, which may hold secrets."""
+    output, secret = log_an_exception_with_a_secret_local(LogFormat.JSON)
+    event = json.loads(output.splitlines()[-1])
     assert event["exception"][0]["exc_type"] == "ValueError"
     assert event["exception"][0]["frames"]
-    assert secret not in stream.getvalue()
+    assert secret not in output
 
 
 def test_console_tracebacks_never_carry_local_variables() -> None:
     """An exception logged for a terminal shows its traceback but no locals (rich would)."""
-    stream = io.StringIO()
-    configure_logging(level="info", fmt=LogFormat.CONSOLE, stream=stream)
-    secret = "hunter2-s3cret"
-    try:
-        raise ValueError(f"boom {len(secret)}")
-    except ValueError:
-        get_logger("t").exception("failed")
-    output = stream.getvalue()
+    output, secret = log_an_exception_with_a_secret_local(LogFormat.CONSOLE)
     assert "Traceback" in output
     assert "ValueError: boom 14" in output
     assert secret not in output

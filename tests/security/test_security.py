@@ -13,7 +13,7 @@ from kubeletplugin.test_state import DRIVER, FakeClaims, Node, claim, new_uid
 
 from dra_driver.cdi.backends import HAMI_LIBRARY_PATH
 from dra_driver.kubeletplugin.locking import file_lock
-from dra_driver.kubeletplugin.state import NodePaths
+from dra_driver.kubeletplugin.state import ClaimPreparer, ClaimRef, NodePaths
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 WORKLOADS = {"kubelet-plugin": "kubelet plugin", "hami-core-installer": "HAMi-core installer"}
@@ -91,12 +91,16 @@ def node(tmp_path: Path) -> Node:
     )
 
 
+def started_with_a_claim(node: Node) -> tuple[ClaimPreparer, ClaimRef]:
+    """Start the node's plugin state and add one allocated claim to its API."""
+    return node.started(), node.claims.add(claim(new_uid(), "c1"))
+
+
 def test_a_planted_symlink_at_a_spec_path_is_replaced_not_written_through(
     tmp_path: Path, node: Node
 ) -> None:
     """The spec is a 0644 regular file; the symlink's target is never written or removed."""
-    preparer = node.started()
-    ref = node.claims.add(claim(new_uid(), "c1"))
+    preparer, ref = started_with_a_claim(node)
     victim = tmp_path / "etc-shadow"
     victim.write_text("root:secret\n")
     node.spec_path(ref.uid).symlink_to(victim)
@@ -114,8 +118,7 @@ def test_a_planted_symlink_at_a_cache_directory_is_refused_not_opened_up(
     tmp_path: Path, node: Node
 ) -> None:
     """Prepare fails that claim, naming the path; the link's target keeps its 0700 mode."""
-    preparer = node.started()
-    ref = node.claims.add(claim(new_uid(), "c1"))
+    preparer, ref = started_with_a_claim(node)
     victim = tmp_path / "root-only"
     victim.mkdir(mode=0o700)
     node.cache_dir(ref.uid).symlink_to(victim, target_is_directory=True)
