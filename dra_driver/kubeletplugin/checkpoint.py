@@ -104,26 +104,26 @@ def _canonical(value: Any) -> str:  # noqa: ANN401 - any JSON value
     return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
-def _claims_json(canonical_entries: dict[str, str]) -> str:
-    """Return the canonical JSON of the claims map from each entry's canonical JSON.
+def _member(uid: str, entry: Any) -> bytes:  # noqa: ANN401 - an entry's JSON object
+    """Return ``"<uid>":<entry>`` as the claims map's canonical JSON holds it."""
+    return f"{_canonical(uid)}:{_canonical(entry)}".encode()
 
-    Identical to ``_canonical(claims)``: keys sorted, values as dumped on their own.
+
+def _claims_json(members: dict[str, bytes]) -> bytes:
+    """Return the canonical JSON of the claims map, joined from its members.
+
+    Identical to ``_canonical(claims).encode()`` (keys sorted): a save serialises only the
+    entries that changed, and its cost on a node with many claims is a join, a hash and a write.
     """
-    return (
-        "{"
-        + ",".join(
-            f"{_canonical(uid)}:{canonical_entries[uid]}" for uid in sorted(canonical_entries)
-        )
-        + "}"
-    )
+    return b"{" + b",".join(members[uid] for uid in sorted(members)) + b"}"
 
 
-def _checksum(claims_json: str) -> str:
-    return hashlib.sha256(claims_json.encode()).hexdigest()
+def _checksum(claims_json: bytes) -> str:
+    return hashlib.sha256(claims_json).hexdigest()
 
 
-def _decode(data: bytes) -> tuple[dict[str, ClaimEntry], dict[str, str]]:
-    """Return the entries and each one's canonical JSON (what the next save reuses)."""
+def _decode(data: bytes) -> tuple[dict[str, ClaimEntry], dict[str, bytes]]:
+    """Return the entries and each one's member bytes (what the next save reuses)."""
     document = json.loads(data)
     if not isinstance(document, dict) or not isinstance(document.get("claims"), dict):
         raise TypeError("the document or its claims is not a JSON object")
@@ -132,10 +132,10 @@ def _decode(data: bytes) -> tuple[dict[str, ClaimEntry], dict[str, str]]:
         raise TypeError("a claim entry is not a JSON object")
     if document.get("version") != _FORMAT_VERSION:
         raise ValueError(f"unknown checkpoint version {document.get('version')!r}")
-    canonical = {uid: _canonical(entry) for uid, entry in claims.items()}
-    if document.get("checksum") != _checksum(_claims_json(canonical)):
+    members = {uid: _member(uid, entry) for uid, entry in claims.items()}
+    if document.get("checksum") != _checksum(_claims_json(members)):
         raise ValueError("checksum mismatch")
-    return {uid: ClaimEntry.from_json(entry) for uid, entry in claims.items()}, canonical
+    return {uid: ClaimEntry.from_json(entry) for uid, entry in claims.items()}, members
 
 
 def _identity(path: Path) -> tuple[int, int, int, int] | None:
@@ -176,7 +176,7 @@ class Checkpoint:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.claims: dict[str, ClaimEntry] = {}
-        self._canonical: dict[str, str] = {}
+        self._members: dict[str, bytes] = {}
         self._identity: tuple[int, int, int, int] | None = None
 
     def load(self) -> None:
@@ -185,10 +185,10 @@ class Checkpoint:
         if identity is not None and identity == self._identity:
             return
         if identity is None:
-            self.claims, self._canonical, self._identity = {}, {}, None
+            self.claims, self._members, self._identity = {}, {}, None
             return
         try:
-            self.claims, self._canonical = _decode(_read_regular(self.path))
+            self.claims, self._members = _decode(_read_regular(self.path))
             self._identity = identity
         except (ValueError, KeyError, TypeError) as exc:
             # Microseconds: two corrupt loads in one second must not overwrite the evidence.
@@ -202,7 +202,7 @@ class Checkpoint:
                 error=str(exc),
                 hint="claims prepared before are forgotten; their pods may need a restart",
             )
-            self.claims, self._canonical, self._identity = {}, {}, None
+            self.claims, self._members, self._identity = {}, {}, None
             raise CorruptCheckpointError(
                 f"checkpoint {self.path} is corrupt ({exc}); moved aside to {aside}"
             ) from exc
@@ -220,19 +220,24 @@ class Checkpoint:
 
     def update(self, *, put: Sequence[ClaimEntry] = (), remove: Sequence[str] = ()) -> None:
         """Record ``put`` and forget ``remove`` in one write (nothing to change: no write)."""
-        forget = [uid for uid in remove if uid in self.claims]
+        forget = {uid for uid in remove if uid in self.claims}
         if not put and not forget:
             return
         entries = {uid: e for uid, e in self.claims.items() if uid not in forget}
-        canonical = {uid: c for uid, c in self._canonical.items() if uid not in forget}
+        members = {uid: m for uid, m in self._members.items() if uid not in forget}
         for entry in put:
             entries[entry.uid] = entry
-            canonical[entry.uid] = _canonical(entry.to_json())
-        claims_json = _claims_json(canonical)
-        document = (
-            f'{{"checksum":"{_checksum(claims_json)}","claims":{claims_json},'
-            f'"version":{_FORMAT_VERSION}}}\n'
+            members[entry.uid] = _member(entry.uid, entry.to_json())
+        claims_json = _claims_json(members)
+        document = b"".join(
+            (
+                b'{"checksum":"',
+                _checksum(claims_json).encode(),
+                b'","claims":',
+                claims_json,
+                b',"version":%d}\n' % _FORMAT_VERSION,
+            )
         )
-        atomic_write_bytes(self.path, document.encode(), mode=0o600)
-        self.claims, self._canonical = entries, canonical
+        atomic_write_bytes(self.path, document, mode=0o600)
+        self.claims, self._members = entries, members
         self._identity = _identity(self.path)

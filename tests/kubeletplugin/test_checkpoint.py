@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from dra_driver.kubeletplugin.checkpoint import (
@@ -123,6 +125,44 @@ def test_file_carries_version_and_checksum_of_the_claims(path: Path, saved: byte
     assert set(document["claims"]) == {UID_A, UID_B}
     assert document["claims"][UID_B]["state"] == "PrepareCompleted"
     assert document["claims"][UID_A]["state"] == "PrepareStarted"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(["put-started", "put-completed", "remove"]),
+            st.lists(st.sampled_from([UID_A, UID_B, UID_C]), min_size=1, max_size=3),
+        ),
+        max_size=12,
+    )
+)
+def test_every_save_writes_the_whole_document_as_canonical_json(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, list[str]]]
+) -> None:
+    """After any puts and removes the file is the canonical JSON a full rewrite would give."""
+    path = tmp_path_factory.mktemp("checkpoint") / "checkpoint.json"
+    checkpoint = Checkpoint(path)
+    checkpoint.load()
+    for action, uids in steps:
+        if action == "remove":
+            checkpoint.remove(*uids)
+        else:
+            checkpoint.put(*(started(u) if action == "put-started" else completed(u) for u in uids))
+        if not path.exists():
+            continue
+        claims = {uid: entry.to_json() for uid, entry in checkpoint.claims.items()}
+        canonical = json.dumps(claims, sort_keys=True, separators=(",", ":"))
+        document = {
+            "checksum": hashlib.sha256(canonical.encode()).hexdigest(),
+            "claims": claims,
+            "version": 1,
+        }
+        expected = json.dumps(document, sort_keys=True, separators=(",", ":")) + "\n"
+        assert path.read_bytes() == expected.encode()
+        reloaded = Checkpoint(path)
+        reloaded.load()
+        assert reloaded.claims == checkpoint.claims
 
 
 def test_file_mode_is_0600(path: Path, saved: bytes) -> None:
