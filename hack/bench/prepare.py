@@ -7,10 +7,18 @@ against the harness's API server, exactly as the kubelet would reach it: gRPC on
 plugin reads from the API server, checkpoints, and writes a CDI spec for, as in production.
 
 Measured: NodePrepareResources and NodeUnprepareResources for 1 claim and batches of 8 and 32
-(p50/p99/max per call), and the plugin's resident memory idle, with 1,000 claims prepared,
-and after unpreparing them all.
+(p50/p99/max per call) with 64 claims already prepared on the node (a busy 8-card node; each
+timed batch is unprepared right after, so that number holds), then again with 1,000 prepared:
+the checkpoint is one file, so a call costs more on a node with more claims. And the plugin's
+resident memory idle, with 1,000 claims prepared, and after unpreparing them all.
 
-    python hack/bench/prepare.py            # the full run (about a minute)
+The same calls are then measured on the plugin alone: its gRPC server and claim state built in
+this process, on its own real unix socket and directories, with the claims read from memory.
+The first figures include the claim reads served by the harness's API server (Python, in this
+process, on the same cores); the second are what the plugin itself costs.
+
+    python hack/bench/prepare.py            # the full run (about two minutes)
+    python hack/bench/prepare.py --under /dev/shm   # the same on tmpfs: no disk in the figures
     python hack/bench/prepare.py --smoke    # tiny, for the test suite
 
 The last line of output is one JSON object with every figure (see hack/bench/benchlib.py).
@@ -18,8 +26,10 @@ The last line of output is one JSON object with every figure (see hack/bench/ben
 
 from __future__ import annotations
 
+import abc
 import argparse
 import datetime
+import io
 import shutil
 import tempfile
 import time
@@ -31,12 +41,17 @@ from typing import Any, Final
 import grpc
 from benchlib import emit, latency_summary, machine
 from kubernetes import client
+from prometheus_client import CollectorRegistry
 
 from dra_driver._proto.dra.v1 import api_pb2 as dra
 from dra_driver._proto.dra.v1 import api_pb2_grpc as dra_grpc
-from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
+from dra_driver.api import DEFAULT_DRIVER_NAME, Backend, DriverNames
 from dra_driver.api.classes import default_device_classes
 from dra_driver.k8s import raw
+from dra_driver.kubeletplugin.grpcserver import PluginServer, socket_paths
+from dra_driver.kubeletplugin.metrics import PluginMetrics
+from dra_driver.kubeletplugin.state import ClaimPreparer, NodePaths
+from dra_driver.logging import LogFormat, configure_logging
 from dra_driver.nvml.inventory import dump_inventory, parse_inventory
 from dra_driver.testing.cluster import FakeCluster
 from dra_driver.testing.processes import ComponentProcess, start_plugin
@@ -46,7 +61,13 @@ Object = dict[str, Any]
 NAMES: Final = DriverNames.for_driver(DEFAULT_DRIVER_NAME)
 NODE: Final = "bench-1"
 CARDS: Final = 8
-TARGETS: Final = {"prepare_1_p99_ms": 5.0, "prepare_32_p99_ms": 50.0, "idle_rss_mb": 80.0}
+TARGETS: Final = {
+    "prepare_1_p99_ms": 5.0,
+    "prepare_32_p99_ms": 50.0,
+    "idle_rss_mb": 80.0,
+    "plugin_alone_prepare_1_p99_ms": 5.0,
+    "plugin_alone_prepare_32_p99_ms": 50.0,
+}
 _INVENTORY: Final = f"""
 generate:
   nodes: 1
@@ -57,32 +78,9 @@ generate:
 """
 
 
-def _allocated_claim(resource: client.ResourceV1Api, index: int) -> dra.Claim:
-    """Create one allocated quarter-card claim on card ``index % 8``; return its reference."""
-    name = f"bench-{index}"
+def _claim_object(index: int) -> Object:
+    """Return an allocated quarter-card claim on card ``index % 8``, as the API stores it."""
     share = {"cores": "25", "memory": "20Gi"}
-    created = raw.call(
-        resource.create_namespaced_resource_claim,
-        "default",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": name},
-            "spec": {
-                "devices": {
-                    "requests": [
-                        {
-                            "name": "gpu",
-                            "exactly": {
-                                "deviceClassName": NAMES.driver,
-                                "capacity": {"requests": share},
-                            },
-                        }
-                    ]
-                }
-            },
-        },
-    )
     result = {
         "request": "gpu",
         "driver": NAMES.driver,
@@ -92,18 +90,38 @@ def _allocated_claim(resource: client.ResourceV1Api, index: int) -> dra.Claim:
         "consumedCapacity": share,
     }
     selector = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [NODE]}]}
-    allocation = {
-        "devices": {"results": [result]},
-        "nodeSelector": {"nodeSelectorTerms": [selector]},
-        "allocationTimestamp": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": f"bench-{index}", "namespace": "default", "uid": str(uuid.uuid4())},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "exactly": {
+                            "deviceClassName": NAMES.driver,
+                            "capacity": {"requests": share},
+                        },
+                    }
+                ]
+            }
+        },
+        "status": {
+            "allocation": {
+                "devices": {"results": [result]},
+                "nodeSelector": {"nodeSelectorTerms": [selector]},
+                "allocationTimestamp": datetime.datetime.now(datetime.UTC).strftime(
+                    "%Y-%m-%dT%H:%M:%SZ"
+                ),
+            }
+        },
     }
-    stored = raw.call(
-        resource.replace_namespaced_resource_claim_status,
-        name,
-        "default",
-        {**created, "status": {"allocation": allocation}},
-    )
-    return dra.Claim(namespace="default", name=name, uid=stored["metadata"]["uid"])
+
+
+def _reference(claim: Object) -> dra.Claim:
+    meta = claim["metadata"]
+    return dra.Claim(namespace=meta["namespace"], name=meta["name"], uid=meta["uid"])
 
 
 def _timed(call: Callable[[], Any], errors: list[str], what: str) -> float:
@@ -118,30 +136,24 @@ def _batches(claims: Sequence[dra.Claim], size: int) -> list[Sequence[dra.Claim]
     return [claims[i : i + size] for i in range(0, len(claims) - size + 1, size)]
 
 
-class Bench:
-    """One plugin process, its gRPC stub, and the claims it is given."""
+class _Caller(abc.ABC):
+    """Calls one plugin over its unix socket; subclasses store the claims it is given."""
 
-    def __init__(self, work_dir: Path) -> None:
-        inventory = parse_inventory(_INVENTORY)
-        inventory_file = work_dir / "inventory.yaml"
-        inventory_file.write_text(dump_inventory(inventory))
-        self.cluster = FakeCluster(inventory, work_dir)
-        self.cluster.start()
-        self.cluster.apply(default_device_classes(NAMES))
-        self.resource = client.ResourceV1Api(self.cluster.api)
-        self.plugin: ComponentProcess = start_plugin(self.cluster, NODE, inventory_file)
-        self.plugin.wait_ready()
-        socket = self.cluster.node_dirs(NODE).plugins / NAMES.driver / "dra.sock"
+    def __init__(self, socket: Path) -> None:
         self.channel = grpc.insecure_channel(f"unix://{socket}")
         self.stub = dra_grpc.DRAPluginStub(self.channel)
         self.errors: list[str] = []
         self._made = 0
 
     def claims(self, count: int) -> list[dra.Claim]:
-        """Create ``count`` fresh allocated claims."""
-        made = [_allocated_claim(self.resource, self._made + i) for i in range(count)]
+        """Make ``count`` fresh allocated claims the plugin can read."""
+        made = [self._store(_claim_object(self._made + i)) for i in range(count)]
         self._made += count
         return made
+
+    @abc.abstractmethod
+    def _store(self, claim: Object) -> dra.Claim:
+        """Make ``claim`` readable by the plugin; return its reference."""
 
     def prepare(self, claims: Sequence[dra.Claim]) -> float:
         """Prepare the claims in one call; return its wall time."""
@@ -157,6 +169,33 @@ class Bench:
             lambda: self.stub.NodeUnprepareResources(request, timeout=60), self.errors, "unprepare"
         )
 
+
+class Bench(_Caller):
+    """``gpushare-dra kubelet-plugin`` as its own process, reading claims from the API server."""
+
+    def __init__(self, work_dir: Path) -> None:
+        inventory_file = work_dir / "inventory.yaml"
+        inventory_file.write_text(dump_inventory(parse_inventory(_INVENTORY)))
+        self.cluster = FakeCluster(parse_inventory(_INVENTORY), work_dir)
+        self.cluster.start()
+        self.cluster.apply(default_device_classes(NAMES))
+        self.resource = client.ResourceV1Api(self.cluster.api)
+        self.plugin: ComponentProcess = start_plugin(self.cluster, NODE, inventory_file)
+        self.plugin.wait_ready()
+        super().__init__(self.cluster.node_dirs(NODE).plugins / NAMES.driver / "dra.sock")
+
+    def _store(self, claim: Object) -> dra.Claim:
+        status = claim.pop("status")
+        del claim["metadata"]["uid"]
+        created = raw.call(self.resource.create_namespaced_resource_claim, "default", claim)
+        stored = raw.call(
+            self.resource.replace_namespaced_resource_claim_status,
+            created["metadata"]["name"],
+            "default",
+            {**created, "status": status},
+        )
+        return _reference(stored)
+
     def close(self) -> int:
         """Stop the plugin and the cluster; return the plugin's exit status."""
         self.channel.close()
@@ -165,41 +204,130 @@ class Bench:
         return status
 
 
+class AloneBench(_Caller):
+    """The plugin's gRPC server and claim state in this process; claims are read from memory."""
+
+    def __init__(self, work_dir: Path) -> None:
+        self._objects: dict[str, Object] = {}
+        cards = parse_inventory(_INVENTORY).nodes[0].cards
+        plugin_dir = work_dir / "alone" / "plugin"
+        preparer = ClaimPreparer(
+            NAMES,
+            NODE,
+            NodePaths(
+                plugin_dir=plugin_dir,
+                cdi_root=work_dir / "alone" / "cdi",
+                driver_root=Path("/"),
+                hami_core_library=work_dir / "alone" / "libvgpu.so",
+                mps_pipe_directory=work_dir / "alone" / "mps",
+            ),
+            get_claim=lambda _namespace, name: self._objects[name],
+            cards=lambda: cards,
+            default_backend=Backend.HAMI_CORE,
+        )
+        preparer.start()
+        registry, socket = socket_paths(
+            work_dir / "alone" / "registry", plugin_dir, NAMES.driver, ""
+        )
+        self.server = PluginServer(
+            driver=NAMES.driver,
+            node=NODE,
+            registry_socket=registry,
+            dra_socket=socket,
+            preparer=preparer,
+            cards=lambda: cards,
+            metrics=PluginMetrics(CollectorRegistry()),
+        )
+        self.server.start()
+        super().__init__(socket)
+
+    def _store(self, claim: Object) -> dra.Claim:
+        self._objects[claim["metadata"]["name"]] = claim
+        return _reference(claim)
+
+    def close(self) -> None:
+        """Stop the server and close the channel."""
+        self.channel.close()
+        self.server.stop(grace=0)
+
+
+def _latencies(bench: _Caller, rounds: int, label: str) -> dict[str, Any]:
+    """Time ``rounds`` calls of 1, 8 and 32 fresh claims, each batch unprepared right after.
+
+    Each batch is unprepared before the next is prepared, so the claims already on the node
+    stay as the caller left them: what a call costs depends on how many there are (the
+    checkpoint is one file, rewritten whole).
+    """
+    latency: dict[str, Any] = {}
+    for size in (1, 8, 32):
+        prepared: list[float] = []
+        unprepared: list[float] = []
+        for _ in range(rounds):
+            batch = bench.claims(size)
+            prepared.append(bench.prepare(batch))
+            unprepared.append(bench.unprepare(batch))
+        latency[f"prepare_{size}"] = latency_summary(prepared)
+        latency[f"unprepare_{size}"] = latency_summary(unprepared)
+        print(
+            f"{label} batch {size:>2}: prepare p50 {latency[f'prepare_{size}']['p50_ms']:.2f} ms "
+            f"p99 {latency[f'prepare_{size}']['p99_ms']:.2f} ms; unprepare p50 "
+            f"{latency[f'unprepare_{size}']['p50_ms']:.2f} ms "
+            f"p99 {latency[f'unprepare_{size}']['p99_ms']:.2f} ms",
+            flush=True,
+        )
+    return latency
+
+
+def _hold(bench: _Caller, count: int) -> list[dra.Claim]:
+    """Prepare ``count`` claims (in batches of 32) that stay on the node; return them."""
+    held = bench.claims(count)
+    for batch in _batches(held, 32):
+        bench.prepare(batch)
+    return held
+
+
+def _release(bench: _Caller, held: Sequence[dra.Claim]) -> None:
+    for batch in _batches(held, 32):
+        bench.unprepare(batch)
+
+
 def _megabytes(value: int) -> float:
     return round(value / 2**20, 1)
 
 
-def run(work_dir: Path, *, rounds: int, resident: int) -> dict[str, Any]:
-    """Measure every figure; ``rounds`` calls per batch size, ``resident`` claims for RSS."""
+def run(work_dir: Path, *, rounds: int, resident: int, background: int) -> dict[str, Any]:
+    """Measure every figure.
+
+    ``rounds`` calls per batch size with ``background`` claims prepared on the node, then a
+    quarter as many with ``resident`` claims prepared (also the RSS figure).
+    """
+    loaded_rounds = max(rounds // 4, 1)
     bench = Bench(work_dir)
     try:
         time.sleep(1.0)  # let start-up work (slice publishing) settle before measuring memory
         idle_rss = bench.plugin.rss_bytes()
-        latency: dict[str, Any] = {}
-        for size in (1, 8, 32):
-            claims = bench.claims(rounds * size)
-            batches = _batches(claims, size)
-            prepared = [bench.prepare(batch) for batch in batches]
-            unprepared = [bench.unprepare(batch) for batch in batches]
-            latency[f"prepare_{size}"] = latency_summary(prepared)
-            latency[f"unprepare_{size}"] = latency_summary(unprepared)
-            print(
-                f"batch {size:>2}: prepare p50 {latency[f'prepare_{size}']['p50_ms']:.2f} ms "
-                f"p99 {latency[f'prepare_{size}']['p99_ms']:.2f} ms; unprepare p50 "
-                f"{latency[f'unprepare_{size}']['p50_ms']:.2f} ms "
-                f"p99 {latency[f'unprepare_{size}']['p99_ms']:.2f} ms",
-                flush=True,
-            )
-        held = bench.claims(resident)
-        for batch in _batches(held, 32):
-            bench.prepare(batch)
+        held = _hold(bench, background)
+        latency = _latencies(bench, rounds, f"with API reads, {background} on the node")
+        _release(bench, held)
+        held = _hold(bench, resident)
         prepared_rss = bench.plugin.rss_bytes()
-        for batch in _batches(held, 32):
-            bench.unprepare(batch)
+        latency_loaded = _latencies(bench, loaded_rounds, f"with API reads, {resident} on the node")
+        _release(bench, held)
         after_rss = bench.plugin.rss_bytes()
         specs_left = len(list(bench.cluster.node_dirs(NODE).cdi.glob("*.json")))
     finally:
         status = bench.close()
+    # Rendered as in a cluster (JSON), but not onto this terminal: the plugin logs per claim.
+    configure_logging(level="info", fmt=LogFormat.JSON, stream=io.StringIO())
+    alone = AloneBench(work_dir)
+    try:
+        held = _hold(alone, background)
+        latency_alone = _latencies(alone, rounds, f"plugin alone, {background} on the node")
+        _release(alone, held)
+        errors = bench.errors + alone.errors
+        specs_left += len(list((work_dir / "alone" / "cdi").glob("*.json")))
+    finally:
+        alone.close()
     memory = {
         "idle_rss_mb": _megabytes(idle_rss),
         f"rss_with_{resident}_prepared_mb": _megabytes(prepared_rss),
@@ -210,15 +338,21 @@ def run(work_dir: Path, *, rounds: int, resident: int) -> dict[str, Any]:
         "prepare_1_p99_ms": latency["prepare_1"]["p99_ms"],
         "prepare_32_p99_ms": latency["prepare_32"]["p99_ms"],
         "idle_rss_mb": memory["idle_rss_mb"],
+        "plugin_alone_prepare_1_p99_ms": latency_alone["prepare_1"]["p99_ms"],
+        "plugin_alone_prepare_32_p99_ms": latency_alone["prepare_32"]["p99_ms"],
     }
     return {
         "benchmark": "prepare",
         "machine": machine(),
         "rounds": rounds,
+        "rounds_with_resident": loaded_rounds,
+        "background_claims": background,
         "resident_claims": resident,
         "latency": latency,
+        "latency_with_resident": latency_loaded,
+        "latency_plugin_alone": latency_alone,
         "memory": memory,
-        "errors": bench.errors,
+        "errors": errors,
         "cdi_specs_left": specs_left,
         "plugin_exit_status": status,
         "targets": {
@@ -232,15 +366,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Run the benchmark and print the JSON line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=200, help="calls per batch size")
-    parser.add_argument("--claims", type=int, default=1000, help="claims held for the RSS figure")
+    parser.add_argument(
+        "--background", type=int, default=64, help="claims on the node while timing calls"
+    )
+    parser.add_argument(
+        "--claims", type=int, default=1000, help="claims held for the RSS and loaded figures"
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for the test suite")
+    parser.add_argument(
+        "--under",
+        default="/tmp",  # noqa: S108 - short, for unix socket paths; mkdtemp makes it private
+        help="where the node's directories go: its filesystem's fsync is most of a call's cost "
+        "(short: unix socket paths must stay under 108 bytes)",
+    )
     args = parser.parse_args(argv)
     if args.smoke:
-        args.rounds, args.claims = 3, 64
-    # Unix socket paths must stay under 108 bytes, so not under a long temporary directory.
-    work_dir = Path(tempfile.mkdtemp(prefix="gpb-", dir="/tmp"))
+        args.rounds, args.claims, args.background = 4, 64, 8
+    work_dir = Path(tempfile.mkdtemp(prefix="gpb-", dir=args.under))
     try:
-        emit(run(work_dir, rounds=args.rounds, resident=args.claims))
+        emit(run(work_dir, rounds=args.rounds, resident=args.claims, background=args.background))
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
 

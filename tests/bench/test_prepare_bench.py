@@ -6,17 +6,34 @@ from bench.smoke import smoke_run
 
 
 def test_prepare_benchmark_smoke_run_prepares_everything_and_cleans_up() -> None:
-    """Every call succeeds, every size is measured, memory is read, and no spec is left."""
+    """Every call succeeds in both modes, every size is measured, memory is read, no spec left."""
     result = smoke_run("prepare.py")
     assert result["benchmark"] == "prepare"
     assert result["errors"] == []
     assert result["cdi_specs_left"] == 0
     assert result["plugin_exit_status"] == 0
-    for kind in ("prepare", "unprepare"):
-        for size in (1, 8, 32):
-            latency = result["latency"][f"{kind}_{size}"]
-            assert latency["count"] == result["rounds"] == 3
-            assert 0 < latency["p50_ms"] <= latency["p99_ms"] <= latency["max_ms"]
+    rounds = {
+        "latency": result["rounds"],
+        "latency_with_resident": result["rounds_with_resident"],
+        "latency_plugin_alone": result["rounds"],
+    }
+    assert rounds == {
+        "latency": 4,
+        "latency_with_resident": 1,
+        "latency_plugin_alone": 4,
+    }
+    for mode, count in rounds.items():
+        for kind in ("prepare", "unprepare"):
+            for size in (1, 8, 32):
+                latency = result[mode][f"{kind}_{size}"]
+                assert latency["count"] == count, (mode, kind, size)
+                assert 0 < latency["p50_ms"] <= latency["p99_ms"] <= latency["max_ms"]
     memory = result["memory"]
     assert 0 < memory["idle_rss_mb"] <= memory["rss_with_64_prepared_mb"]
-    assert set(result["targets"]) == {"prepare_1_p99_ms", "prepare_32_p99_ms", "idle_rss_mb"}
+    assert set(result["targets"]) == {
+        "prepare_1_p99_ms",
+        "prepare_32_p99_ms",
+        "idle_rss_mb",
+        "plugin_alone_prepare_1_p99_ms",
+        "plugin_alone_prepare_32_p99_ms",
+    }
