@@ -175,8 +175,9 @@ class Bench(_Caller):
 
     def __init__(self, work_dir: Path) -> None:
         inventory_file = work_dir / "inventory.yaml"
-        inventory_file.write_text(dump_inventory(parse_inventory(_INVENTORY)))
-        self.cluster = FakeCluster(parse_inventory(_INVENTORY), work_dir)
+        inventory = parse_inventory(_INVENTORY)
+        inventory_file.write_text(dump_inventory(inventory))
+        self.cluster = FakeCluster(inventory, work_dir)
         self.cluster.start()
         self.cluster.apply(default_device_classes(NAMES))
         self.resource = client.ResourceV1Api(self.cluster.api)
