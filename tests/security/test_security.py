@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import stat
 from pathlib import Path
@@ -155,6 +156,18 @@ def test_a_checkpoint_reached_through_a_symlink_is_set_aside_not_trusted(
     assert not link.is_symlink()
     assert [p.is_symlink() for p in link.parent.glob("checkpoint.json.corrupt-*")] == [True]
     assert target.read_bytes() == before
+
+
+def test_a_fifo_at_the_checkpoint_path_is_set_aside_without_hanging_start(node: Node) -> None:
+    """A FIFO where checkpoint.json belongs counts as corrupt: start moves it aside, no read."""
+    checkpoint = node.paths.plugin_dir / "checkpoint.json"
+    checkpoint.parent.mkdir(parents=True)
+    os.mkfifo(checkpoint)
+    preparer = node.started()
+    assert preparer.prepared == {}
+    assert not checkpoint.exists()
+    aside = list(checkpoint.parent.glob("checkpoint.json.corrupt-*"))
+    assert [stat.S_ISFIFO(p.lstat().st_mode) for p in aside] == [True]
 
 
 def test_the_node_lock_is_owner_only_and_never_opened_through_a_symlink(
