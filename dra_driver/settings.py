@@ -21,6 +21,15 @@ SHORT: Final = "short"
 T = TypeVar("T")
 
 
+class InvalidSettingError(ValueError):
+    """A settings field holds a value no component can run with; raised by ``__post_init__``."""
+
+    def __init__(self, field_name: str, problem: str) -> None:
+        super().__init__(f"{field_name}: {problem}")
+        self.field_name = field_name
+        self.problem = problem
+
+
 def flag(
     default: T, help: str, *, choices: Sequence[str] | None = None, short: str | None = None
 ) -> T:

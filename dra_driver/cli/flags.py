@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from dra_driver.settings import CHOICES, HELP, SHORT
+from dra_driver.settings import CHOICES, HELP, SHORT, InvalidSettingError
 
 S = TypeVar("S")
 
@@ -154,4 +154,8 @@ def settings_from_arguments(
             values[field.name] = convert(raw)
         except ValueError as exc:
             raise SettingsError(f"{source}: {exc}") from None
-    return settings_class(**values)
+    try:
+        return settings_class(**values)
+    except InvalidSettingError as exc:
+        source = f"{flag_name(exc.field_name)} / {env_name(exc.field_name)}"
+        raise SettingsError(f"{source}: {exc.problem}") from None

@@ -161,6 +161,8 @@ def from_exception(exc: BaseException) -> ApiError:
     """
     if isinstance(exc, ApiError):
         return exc
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+        exc = exc.reason  # what the last attempt ran into
     status = getattr(exc, "status", None)
     if isinstance(status, int) and status > 0:
         return _from_status(
