@@ -11,6 +11,8 @@ from typing import Any
 
 from kubernetes import client
 
+from dra_driver.k8s.client import TimedApiClient, bounded_retries
+from dra_driver.k8s.settings import ApiTimeouts
 from dra_driver.testing.apiserver import binding, kubeconfig, patch
 from dra_driver.testing.apiserver.app import ApiApp
 from dra_driver.testing.apiserver.faults import Faults
@@ -134,9 +136,24 @@ class FakeApiServer:
         """Return a fresh sync client configuration for this server."""
         return kubeconfig.configuration(self.url)
 
-    def api_client(self) -> client.ApiClient:
-        """Return a sync ``ApiClient`` with its own configuration (never the global default)."""
-        return client.ApiClient(self.configuration())
+    def api_client(self, timeouts: ApiTimeouts | None = None) -> TimedApiClient:
+        """Return a sync API client with its own configuration (never the global default).
+
+        Its requests are bounded as a component's are: by ``timeouts``, else the defaults.
+        """
+        configuration = self.configuration()
+        bounded_retries(configuration)
+        return TimedApiClient(configuration, timeouts or ApiTimeouts())
+
+    def blackhole(self) -> int:
+        """Silence every connection open now, as a partition would; return how many.
+
+        Requests on them are swallowed, answers and watch events never sent, nothing closed;
+        new connections work (see :mod:`dra_driver.testing.apiserver.server`).
+        """
+        if self._httpd is None:
+            raise RuntimeError("the fake API server is not started")
+        return self._httpd.blackhole()
 
     @property
     def requests(self) -> Counter[tuple[str, str]]:

@@ -8,14 +8,19 @@ Usage::
     faults.inject(when=lambda r: r.method == "PATCH", status=500, probability=0.3, seed=7)
     faults.inject(verb="create", resource="pods", status=500, after=True)  # done, answer lost
     faults.inject(verb="list", drop=True)                            # close without answering
+    faults.inject(verb="update", resource="pods", hang=True, times=1)   # never answer
+    faults.inject(verb="watch", resource="pods", hang=True)          # a watch that stays silent
     fault.hits; fault.remove(); server.faults.clear()
 
 A fault matches on ``verb`` (get, list, watch, create, update, patch, delete, deletecollection),
 ``resource`` (``pods``, ``resourceclaims/status``, ``pods/binding`` ...), ``namespace``,
 ``name`` and an optional predicate ``when(RequestInfo)``. ``status`` answers a Status with that
 code (409 is a real Conflict, 429/503 carry ``Retry-After``); ``delay`` sleeps first; ``drop``
-closes the connection without a response; ``after=True`` runs the request and then fails its
-response (the write happened, the client does not know). ``times`` bounds how often it fires.
+closes the connection without a response; ``hang`` keeps the connection open and never answers
+(a watch gets its response headers, then neither events nor bookmarks), until the client gives
+up or the server stops: what a request on a dead connection looks like. ``after=True`` runs the
+request and then fails its response (the write happened, the client does not know; with
+``hang``, the write happened and the answer never comes). ``times`` bounds how often it fires.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ class Fault:
     message: str = "injected fault"
     delay: float = 0.0
     drop: bool = False
+    hang: bool = False
     after: bool = False
     times: int | None = None
     probability: float = 1.0
@@ -92,6 +98,7 @@ class Faults:
         message: str = "injected fault",
         delay: float = 0.0,
         drop: bool = False,
+        hang: bool = False,
         after: bool = False,
         times: int | None = None,
         probability: float = 1.0,
@@ -100,8 +107,8 @@ class Faults:
         """Add a fault (see the module documentation) and return it."""
         fault = Fault(
             verb=verb, resource=resource, namespace=namespace, name=name, when=when,
-            status=status, message=message, delay=delay, drop=drop, after=after, times=times,
-            probability=probability, seed=seed,
+            status=status, message=message, delay=delay, drop=drop, hang=hang, after=after,
+            times=times, probability=probability, seed=seed,
         )  # fmt: skip
         if seed is not None:
             fault.rng.seed(seed)

@@ -3,6 +3,11 @@
 Each connection gets a daemon thread; ``close()`` shuts every connection socket down (waking
 handlers blocked on keep-alive reads and watch streams) and joins the threads, so a stopped
 server leaves no thread, socket or port behind.
+
+:meth:`ApiHTTPServer.blackhole` makes every connection open at that moment go silent, as a
+partition or a load balancer that lost its state does: requests on it are swallowed (not
+carried out), answers and watch events are never sent, and nothing is closed. Connections
+opened afterwards work. A silenced connection is released once its client gives up on it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from dra_driver.testing.apiserver.routing import RequestInfo, route
 from dra_driver.testing.apiserver.watch import WatchRequest, WatchStream
 
 MAX_BODY: Final = 64 * 1024 * 1024
+_SILENCE_POLL: Final = 0.1
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -30,6 +36,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
     server: ApiHTTPServer
+    silenced = False
+    """This connection went silent (a hang fault, or black-holed): send nothing more."""
 
     def log_message(self, format: str, *args: object) -> None:
         """Route the access log to ``logging`` at debug level."""
@@ -61,8 +69,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raise errors.ApiError(413, "RequestEntityTooLarge", "the request body is too large")
         return self.rfile.read(length) if length else b""
 
+    def silence(self) -> None:
+        """Say nothing more on this connection until the client closes it or the server stops."""
+        self.silenced = True
+        self.close_connection = True
+        app = self.server.app
+        while not app.stopping.wait(_SILENCE_POLL) and not self._client_gone():
+            pass
+
     def send(self, response: Response) -> None:
         """Write a whole response in one send (status line, headers, body)."""
+        if self.server.is_blackholed(self.connection):
+            self.silence()  # the request got through before the partition, its answer does not
+            return
         try:
             phrase = http.HTTPStatus(response.code).phrase
         except ValueError:  # a code only an admission webhook's denial could have chosen
@@ -83,8 +102,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def dispatch(self) -> None:
         """Route, count, apply faults, execute, answer."""
         app = self.server.app
+        self.silenced = False
         try:
             raw = self._read_body()
+            if self.server.is_blackholed(self.connection):
+                self.silence()  # swallowed on its way: never carried out
+                return
             info = route(REGISTRY, self.command, self.path)
         except errors.ApiError as exc:
             self.close_connection = exc.code == 413  # noqa: PLR2004 - the body was not read
@@ -108,6 +131,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return False
         if fault.delay:
             self.server.app.stopping.wait(fault.delay)
+        if fault.hang:
+            if info.verb == "watch":
+                self._start_watch_response()
+            self.silence()
+            return True
         if fault.drop:
             self.close_connection = True
             with contextlib.suppress(OSError):
@@ -125,6 +153,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except (OSError, ValueError):
             return True
 
+    def _start_watch_response(self) -> None:
+        head = (
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            "Transfer-Encoding: chunked\r\nCache-Control: no-cache, private\r\n\r\n"
+        )
+        self.wfile.write(head.encode())
+
     def _watch(self, info: RequestInfo) -> None:
         assert info.rtype is not None  # noqa: S101 - routing guarantees it
         app = self.server.app
@@ -133,13 +168,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except errors.ApiError as exc:
             self.send(Response.error(exc))
             return
-        head = (
-            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-            "Transfer-Encoding: chunked\r\nCache-Control: no-cache, private\r\n\r\n"
-        )
-        self.wfile.write(head.encode())
+        self._start_watch_response()
 
         def write(data: bytes) -> None:
+            if self.server.is_blackholed(self.connection):
+                self.silence()
+                raise ConnectionAbortedError("black-holed")  # ends the stream, unannounced
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
 
         stream = WatchStream(
@@ -151,6 +185,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except Exception:
             app.internal_errors.append(f"watch {info.path}: {traceback.format_exc()}")
             raise
+        if self.silenced:
+            return
         try:
             self.wfile.write(b"0\r\n\r\n")
         except OSError:
@@ -164,11 +200,16 @@ class ApiHTTPServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     block_on_close = False
+    # socketserver's default backlog is 5: a burst of new connections while the accept loop
+    # waits for the GIL overflows it, and the kernel then leaves clients waiting out SYN
+    # retransmissions for up to a minute. A real API server listens with the system maximum.
+    request_queue_size = 1024
 
     def __init__(self, address: tuple[str, int], app: ApiApp) -> None:
         super().__init__(address, Handler)
         self.app = app
         self._connections: dict[threading.Thread, socket.socket] = {}
+        self._blackholed: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
 
     def process_request(
@@ -196,7 +237,21 @@ class ApiHTTPServer(http.server.ThreadingHTTPServer):
         finally:
             self.shutdown_request(request)
             with self._connections_lock:
-                self._connections.pop(threading.current_thread(), None)
+                sock = self._connections.pop(threading.current_thread(), None)
+                if sock is not None:
+                    self._blackholed.discard(sock)
+
+    def blackhole(self) -> int:
+        """Silence every connection open now (see the module docstring); return how many."""
+        with self._connections_lock:
+            connections = set(self._connections.values())
+            self._blackholed |= connections
+        return len(connections)
+
+    def is_blackholed(self, sock: socket.socket) -> bool:
+        """Whether ``sock`` was open when the server was last told to black-hole."""
+        with self._connections_lock:
+            return sock in self._blackholed
 
     def close_connections(self, timeout: float = 5.0) -> None:
         """Shut every open connection down and join its thread."""
