@@ -5,6 +5,11 @@ Why not ``kubernetes.informer.SharedInformer``: it deserializes into models (whi
 a quiet watch never ends. This informer keeps raw JSON objects, stops promptly by shutting the
 HTTP response down, resumes a broken watch from the last resourceVersion and relists (firing
 the differences as events) when the API server says that version is gone.
+
+A watch is bounded twice: the API server ends it after ``timeoutSeconds``, and the client
+gives up on one that stays silent longer than that (its connection died without closing).
+Either way it is renewed from the last resourceVersion. The loop beats a heartbeat at every
+step, so a watchdog can tell a quiet watch from a stuck one.
 """
 
 from __future__ import annotations
@@ -15,8 +20,11 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Final, Literal, Protocol
 
+from dra_driver.k8s.client import client_of, forget_connections, timeouts_of
 from dra_driver.k8s.errors import ApiError, GoneError, from_exception, translate_errors
+from dra_driver.k8s.settings import ApiTimeouts
 from dra_driver.logging import get_logger
+from dra_driver.metrics.watchdog import Heartbeat, stall_reason
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 Object = dict[str, Any]
@@ -28,6 +36,7 @@ log = get_logger(__name__)
 
 _INITIAL_BACKOFF_SECONDS: Final = 0.1
 _MAX_BACKOFF_SECONDS: Final = 10.0
+_STOP_SECONDS: Final = 5.0
 
 
 class _Response(Protocol):
@@ -65,7 +74,8 @@ class Informer:
     ``list_func`` is a generated list method such as ``CoreV1Api.list_pod_for_all_namespaces``
     or ``ResourceV1Api.list_resource_slice``; ``handler`` is called on the informer's thread
     for every change, after the cache reflects it, so it must be quick and must not raise
-    (exceptions are logged and swallowed to keep the watch alive).
+    (exceptions are logged and swallowed to keep the watch alive). ``timeouts`` default to
+    those of the API client behind ``list_func``.
     """
 
     def __init__(
@@ -76,9 +86,12 @@ class Informer:
         handler: Handler | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
-        watch_timeout_seconds: int = 300,
+        timeouts: ApiTimeouts | None = None,
     ) -> None:
         self._list_func = list_func
+        self._api_client = client_of(list_func)
+        self._timeouts = timeouts or timeouts_of(self._api_client)
+        self.name = f"informer-{name}"
         self._name = name
         self._handler = handler
         self._selectors = {
@@ -89,13 +102,13 @@ class Informer:
             )
             if value
         }
-        self._watch_timeout_seconds = watch_timeout_seconds
         self._cache: dict[ObjectKey, Object] = {}
         self._lock = threading.Lock()
         self._synced = threading.Event()
         self._stopping = threading.Event()
         self._response: _Response | None = None
         self._thread: threading.Thread | None = None
+        self._heartbeat = Heartbeat()
         self.resource_version = ""
 
     # -- reading the cache ---------------------------------------------------------------
@@ -119,17 +132,45 @@ class Informer:
         """Whether the cache holds a complete list (readiness of whoever depends on it)."""
         return self._synced.is_set()
 
+    # -- the watchdog's view -------------------------------------------------------------
+
+    def silent_seconds(self) -> float:
+        """Seconds since the informer last received, connected or retried."""
+        return self._heartbeat.read()[0]
+
+    def stalled(self) -> str | None:
+        """Why the informer counts as stuck (no event, bookmark or retry in time), or ``None``."""
+        thread = self._thread
+        if thread is None or self._stopping.is_set():
+            return None
+        if not thread.is_alive():
+            return "its thread ended"
+        silent, doing = self._heartbeat.read()
+        return stall_reason(silent, self._timeouts.watch_stall_limit, doing or "watching")
+
     # -- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> None:
         """Start listing and watching in a daemon thread."""
-        self._thread = threading.Thread(
-            target=self._run, name=f"informer-{self._name}", daemon=True
-        )
+        self._heartbeat.beat("starting")
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop watching and join the thread; returns promptly even on a quiet watch."""
+    def stop(self, timeout: float = _STOP_SECONDS) -> None:
+        """Stop watching and join the thread; returns promptly even on a quiet watch.
+
+        A request still waiting for the API server's first byte cannot be interrupted: after
+        ``timeout`` the daemon thread is left to end at its own timeout, and stopping goes on.
+        """
+        self.request_stop()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout)
+            if thread.is_alive():
+                log.warning("informer.stop_timeout", informer=self._name, waited=timeout)
+
+    def request_stop(self) -> None:
+        """Tell the thread to stop and interrupt its watch, without waiting for it."""
         self._stopping.set()
         response = self._response
         if response is not None:
@@ -137,9 +178,6 @@ class Informer:
             # pool); then there is nothing left to interrupt.
             with contextlib.suppress(OSError, ValueError, RuntimeError):
                 response.shutdown()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -148,7 +186,9 @@ class Informer:
         while not self._stopping.is_set():
             try:
                 if not self.resource_version:
+                    self._heartbeat.beat("listing")
                     self._relist()
+                self._heartbeat.beat("watching")
                 self._watch()
                 backoff = _INITIAL_BACKOFF_SECONDS
             except GoneError:
@@ -158,11 +198,15 @@ class Informer:
                 if self._stopping.is_set():
                     break
                 if isinstance(exc, ApiError):
+                    if exc.reason == "Timeout":
+                        # Connections opened before this one may be just as dead.
+                        forget_connections(self._api_client)
                     log.warning(
                         "informer.retry", informer=self._name, error=str(exc), backoff=backoff
                     )
                 else:
                     log.exception("informer.failed", informer=self._name, backoff=backoff)
+                self._heartbeat.beat("waiting to retry")
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF_SECONDS)
 
@@ -198,16 +242,22 @@ class Informer:
         self._synced.set()
 
     def _watch(self) -> None:
+        timeouts = self._timeouts
         response = self._call(
             watch=True,
             resource_version=self.resource_version,
             allow_watch_bookmarks=True,
-            timeout_seconds=self._watch_timeout_seconds,
+            timeout_seconds=timeouts.watch,
+            _request_timeout=timeouts.per_watch,
         )
         self._response = response
         try:
+            # stop() may have looked for a response to shut down just before it was set.
+            if self._stopping.is_set():
+                return
             with translate_errors():
                 for line in _lines(response):
+                    self._heartbeat.beat("watching")
                     if self._stopping.is_set():
                         return
                     self._apply(json.loads(line))
@@ -273,6 +323,8 @@ class InformerGroup:
 
     def stop(self) -> None:
         """Stop every informer."""
+        for informer in self.informers:
+            informer.request_stop()  # all at once: each may wait out a request
         for informer in self.informers:
             informer.stop()
 

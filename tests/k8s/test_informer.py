@@ -11,6 +11,7 @@ from kubernetes import client
 
 from dra_driver.k8s import raw
 from dra_driver.k8s.informer import EventType, Informer, Object
+from dra_driver.k8s.settings import ApiTimeouts
 from dra_driver.testing.apiserver import FakeApiServer
 
 
@@ -89,7 +90,7 @@ def test_expired_watch_relists_and_reports_the_differences(
     raw.call(api.create_resource_slice, slice_("s1", "n1"))
     recorder = Recorder()
     informer = Informer(
-        api.list_resource_slice, name="t", handler=recorder, watch_timeout_seconds=1
+        api.list_resource_slice, name="t", handler=recorder, timeouts=ApiTimeouts(watch=1)
     )
     informer.start()
     try:
