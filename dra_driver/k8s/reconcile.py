@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 from dra_driver.k8s.errors import ApiError, ConflictError, NotFoundError
+from dra_driver.k8s.settings import ApiTimeouts
 from dra_driver.k8s.workqueue import WorkQueue
 from dra_driver.logging import bound, get_logger
+from dra_driver.metrics.watchdog import stall_reason
 
 K = TypeVar("K", bound=Hashable)
 
 log = get_logger(__name__)
+
+_PASS_CALLS: Final = 3
+"""API calls in a row that one reconcile pass may spend waiting out their timeouts."""
 
 
 class Requeue(Exception):  # noqa: N818 - a signal, not an error
@@ -29,12 +35,31 @@ class ReconcileLoop(Generic[K]):
     A conflict means our view was stale: retried promptly. A vanished object needs no retry.
     Any other failure is logged and retried with exponential backoff, so one bad object never
     stops the loop.
+
+    The loop is watched: it *stalls* when one pass takes longer than ``stall_limit`` seconds
+    (by default what a few API calls may take, each running into its timeout), or when keys
+    are ready and no worker has taken one for that long.
     """
 
-    def __init__(self, name: str, reconcile: Callable[[K], None], workers: int = 1) -> None:
+    def __init__(
+        self,
+        name: str,
+        reconcile: Callable[[K], None],
+        workers: int = 1,
+        *,
+        stall_limit: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.name = name
-        self.queue: WorkQueue[K] = WorkQueue()
+        self.queue: WorkQueue[K] = WorkQueue(clock)
+        self.stall_limit = ApiTimeouts().calls(_PASS_CALLS) if stall_limit is None else stall_limit
         self._reconcile = reconcile
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._passes: dict[int, tuple[K, float]] = {}
+        """Per worker thread: the key it reconciles and since when."""
+        self._last_taken = clock()
+        self._running = False
         self._threads = [
             threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
             for i in range(workers)
@@ -42,18 +67,57 @@ class ReconcileLoop(Generic[K]):
 
     def start(self) -> None:
         """Start the workers."""
+        self._last_taken = self._clock()
+        self._running = True
         for thread in self._threads:
             thread.start()
 
     def stop(self) -> None:
         """Stop taking keys and wait for the workers to finish their current one."""
+        self._running = False
         self.queue.shutdown()
         for thread in self._threads:
             if thread.is_alive():
                 thread.join()
 
+    # -- the watchdog's view -------------------------------------------------------------
+
+    def silent_seconds(self) -> float:
+        """Seconds since a worker last took a key, or since the oldest running pass began."""
+        now = self._clock()
+        with self._lock:
+            oldest = min((since for _, since in self._passes.values()), default=now)
+            return max(0.0, now - (oldest if self._passes else self._last_taken))
+
+    def stalled(self) -> str | None:
+        """Why the loop counts as stuck, or ``None`` while it moves or has nothing to do."""
+        if not self._running:
+            return None
+        dead = [t.name for t in self._threads if not t.is_alive()]
+        if dead:
+            return f"worker {', '.join(dead)} ended"
+        now = self._clock()
+        with self._lock:
+            passes = sorted(self._passes.values(), key=lambda entry: entry[1])
+            last_taken = self._last_taken
+        if passes:
+            key, since = passes[0]
+            return stall_reason(now - since, self.stall_limit, f"reconciling {key}")
+        ready = self.queue.ready()
+        if ready:
+            return stall_reason(
+                now - last_taken, self.stall_limit, f"{ready} key(s) waiting, none taken"
+            )
+        return None
+
+    # -- the workers ---------------------------------------------------------------------
+
     def _work(self) -> None:
+        ident = threading.get_ident()
         while (key := self.queue.get()) is not None:
+            with self._lock:
+                self._last_taken = self._clock()
+                self._passes[ident] = (key, self._last_taken)
             try:
                 with bound(loop=self.name, key=str(key)):
                     self._reconcile(key)
@@ -73,4 +137,7 @@ class ReconcileLoop(Generic[K]):
                 delay = self.queue.retry(key)
                 log.exception("reconcile.failed", loop=self.name, key=str(key), delay=delay)
             finally:
+                with self._lock:
+                    self._passes.pop(ident, None)
+                    self._last_taken = self._clock()
                 self.queue.done(key)

@@ -118,6 +118,12 @@ class WorkQueue(Generic[K]):
         with self._cond:
             return len(self._queue) + len(self._due)
 
+    def ready(self) -> int:
+        """How many keys a worker could take now (delayed ones that are due included)."""
+        now = self._clock()
+        with self._cond:
+            return len(self._queue) + sum(1 for due in self._due.values() if due <= now)
+
     def _promote_due(self) -> None:
         now = self._clock()
         while self._delayed and self._delayed[0][0] <= now:
