@@ -36,7 +36,6 @@ from dra_driver.controller.metrics import ControllerMetrics
 from dra_driver.controller.view import ClusterView
 from dra_driver.controller.writes import ClaimWriter
 from dra_driver.k8s import objects
-from dra_driver.k8s.errors import ApiError, ConflictError
 from dra_driver.k8s.events import EventSink
 from dra_driver.k8s.informer import object_key
 from dra_driver.k8s.reconcile import Requeue
@@ -184,7 +183,7 @@ class Allocator:
                 # that allocation unchecked.
                 claim = self._writer.remove_finalizer(claim)
                 self._view.assume(claim, in_place=True)
-            written = self._write_allocation(claim, allocation.status(rfc3339()))
+            written = self._writer.write_allocation(claim, allocation.status(rfc3339()))
             self._view.assume(written, in_place=True)
             shares = ", ".join(
                 f"{r['request']} -> {r['device']} ({_consumed(r)})" for r in allocation.results
@@ -247,22 +246,6 @@ class Allocator:
             all(node_selector_matches(s, node) for s in selectors)
             for node in self._view.nodes.list()
         )
-
-    def _write_allocation(self, claim: Object, allocation: Object) -> Object:
-        """Write the allocation; after an error of unknown outcome, learn what happened.
-
-        A timeout or a 500 may come after the API server stored the write. Counting it as not
-        written could hand its capacity out twice, so the claim is read back first.
-        """
-        try:
-            return self._writer.write_allocation(claim, allocation)
-        except ConflictError:
-            raise
-        except ApiError:
-            current = self._writer.read_claim(claim)
-            if current is not None and (current.get("status") or {}).get("allocation"):
-                return current
-            raise
 
     def _unplaceable(self, pod: Object, ours: list[Object], decision: Unplaceable) -> None:
         rolled_back = self._roll_back(pod, ours)

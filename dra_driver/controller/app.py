@@ -24,11 +24,13 @@ from dra_driver.controller.settings import ControllerSettings
 from dra_driver.controller.view import ClusterView
 from dra_driver.controller.writes import ClaimWriter
 from dra_driver.k8s import objects
+from dra_driver.k8s.client import timeouts_of
 from dra_driver.k8s.events import EventRecorder, EventSender
 from dra_driver.k8s.informer import EventType, object_key
 from dra_driver.k8s.leader import LeaderElectionSettings, LeaderElector
 from dra_driver.k8s.reconcile import ReconcileLoop
 from dra_driver.logging import get_logger
+from dra_driver.metrics.watchdog import Watched, register_silence
 
 Object = dict[str, Any]
 Key = tuple[str, str]
@@ -36,6 +38,8 @@ Key = tuple[str, str]
 log = get_logger(__name__)
 
 COMPONENT: Final = "gpushare-controller"
+_PASS_CALLS: Final = 4
+"""API calls one pass may wait out: a claim write and its read-back, then the gate's two."""
 
 
 def policy_of(settings: ControllerSettings) -> Policy:
@@ -61,6 +65,7 @@ class Controller:
         self.metrics = ControllerMetrics(registry)
         self.view = ClusterView(api_client, names, self._on_change)
         registry.register(CardCollector(self.view.cached_snapshot))
+        register_silence(registry, self.loops)
         writer = ClaimWriter(api_client, names.finalizer)
         self._events = EventSender(EventRecorder(api_client, COMPONENT))
         allocator = Allocator(
@@ -72,9 +77,14 @@ class Controller:
             policy=policy_of(settings),
         )
         releaser = Releaser(names, self.view, writer, self.metrics)
+        stall_limit = timeouts_of(api_client).calls(_PASS_CALLS)
         # One allocating worker: each decision must see the capacity the previous one took.
-        self._allocations: ReconcileLoop[Key] = ReconcileLoop("allocate", allocator.reconcile)
-        self._releases: ReconcileLoop[Key] = ReconcileLoop("release", releaser.reconcile)
+        self._allocations: ReconcileLoop[Key] = ReconcileLoop(
+            "allocate", allocator.reconcile, stall_limit=stall_limit
+        )
+        self._releases: ReconcileLoop[Key] = ReconcileLoop(
+            "release", releaser.reconcile, stall_limit=stall_limit
+        )
         self._leading = threading.Event()
         self._stopping = threading.Event()
         self._resync_stop = threading.Event()
@@ -121,6 +131,10 @@ class Controller:
             self._stop_loops()
         self.view.stop()
         self._events.stop()
+
+    def loops(self) -> list[Watched]:
+        """Return the loops a watchdog looks after: both workers and every informer."""
+        return [self._allocations, self._releases, *self.view.informers]
 
     @property
     def leading(self) -> bool:

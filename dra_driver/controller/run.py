@@ -16,6 +16,7 @@ from dra_driver.k8s.signals import stop_on_signals
 from dra_driver.logging import bind, get_logger
 from dra_driver.metrics import ObservabilityServer
 from dra_driver.metrics.settings import ObservabilitySettings
+from dra_driver.metrics.watchdog import liveness_checks
 
 log = get_logger(__name__)
 
@@ -34,7 +35,7 @@ def run(
     stop = stop or stop_on_signals()
     bind(driver=names.driver, component="controller")
     try:
-        api_client = new_api_client(kube)
+        api_client = new_api_client(kube, "controller")
     except ClientConfigError as exc:
         log.error("controller.config", error=str(exc))  # noqa: TRY400 - the message says it all
         return EXIT_CONFIG
@@ -55,6 +56,7 @@ def run(
             },
             liveness={
                 "leadership": lambda: "lost leadership" if controller.lost.is_set() else None,
+                **liveness_checks(controller.loops()),
             },
         )
         observer.start()

@@ -11,24 +11,50 @@ again. The order of a claim's writes makes every crash point safe:
 - release: clear ``status.allocation`` first, then the finalizer — a finalizer without an
   allocation is harmless and removed on the next pass.
 
-DESIGN.md §5 lists the finalizer before the allocation; the finalizer comes second here
-because it is what marks the allocation checked (see :mod:`dra_driver.controller.allocator`).
+The finalizer comes second because it is what marks the allocation checked (see
+:mod:`dra_driver.controller.allocator`).
+
+A write can fail after the API server stored it: a timeout, a connection that broke while the
+answer was on its way, a 500. Counting such a write as not done could give its capacity away
+twice, or leave a pod gated for ever; so after an error of unknown outcome the object is read
+back, and if it already shows what the write asked for, the write counts as done.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any, Final
 
 from kubernetes import client
 
 from dra_driver.k8s import objects, raw
-from dra_driver.k8s.errors import ApiError, ConflictError, NotFoundError
+from dra_driver.k8s.errors import ApiError, ConflictError, NotFoundError, RetryableError
 from dra_driver.k8s.informer import object_key
+from dra_driver.logging import get_logger
 
 Object = dict[str, Any]
 
+log = get_logger(__name__)
+
 _GATE_RETRIES: Final = 5
+
+
+def _devices(allocation: Object | None) -> list[tuple[object, ...]]:
+    """Return what identifies an allocation: its results' devices and shares, and its time."""
+    if not allocation:
+        return []
+    results = (allocation.get("devices") or {}).get("results") or []
+    stamp = allocation.get("allocationTimestamp")
+    return [
+        (stamp, r.get("request"), r.get("driver"), r.get("pool"), r.get("device"), r.get("shareID"))
+        for r in results
+    ]
+
+
+def _allocation(claim: Object) -> Object | None:
+    allocation: Object | None = (claim.get("status") or {}).get("allocation")
+    return allocation
 
 
 class ClaimWriter:
@@ -44,20 +70,50 @@ class ClaimWriter:
         finalizers = list(claim["metadata"].get("finalizers") or [])
         if self._finalizer in finalizers:
             return claim
-        return self._replace(claim, [*finalizers, self._finalizer])
+        return self._replace(claim, [*finalizers, self._finalizer], present=True)
 
     def remove_finalizer(self, claim: Object) -> Object:
         """Return the claim without our finalizer, removing it if present."""
         finalizers = list(claim["metadata"].get("finalizers") or [])
         if self._finalizer not in finalizers:
             return claim
-        return self._replace(claim, [f for f in finalizers if f != self._finalizer])
+        return self._replace(claim, [f for f in finalizers if f != self._finalizer], present=False)
 
-    def _replace(self, claim: Object, finalizers: list[str]) -> Object:
+    def _replace(self, claim: Object, finalizers: list[str], *, present: bool) -> Object:
         body = copy.deepcopy(claim)
         body["metadata"]["finalizers"] = finalizers
         namespace, name = claim["metadata"]["namespace"], claim["metadata"]["name"]
-        return raw.call(self._resource.replace_namespaced_resource_claim, name, namespace, body)
+        return self._confirmed(
+            claim,
+            lambda: raw.call(
+                self._resource.replace_namespaced_resource_claim, name, namespace, body
+            ),
+            lambda current: (
+                (self._finalizer in (current["metadata"].get("finalizers") or [])) == present
+            ),
+        )
+
+    def _confirmed(
+        self, claim: Object, write: Callable[[], Object], landed: Callable[[Object], bool]
+    ) -> Object:
+        """Run ``write``; after an error of unknown outcome, read the claim back.
+
+        Returns what the API server stored, or the claim read back if it shows the write took
+        effect (``landed``); otherwise the write's error is raised. The claim read back must be
+        the same object (UID): a claim deleted and created again is not ours to speak for.
+        """
+        try:
+            return write()
+        except RetryableError as exc:
+            current = self.read_claim(claim)
+            if (
+                current is not None
+                and objects.uid(current) == objects.uid(claim)
+                and landed(current)
+            ):
+                log.info("write.confirmed", claim="/".join(object_key(claim)), error=str(exc))
+                return current
+            raise
 
     def read_claim(self, claim: Object) -> Object | None:
         """Read the claim afresh from the API server; ``None`` if it is gone or unreadable."""
@@ -83,7 +139,8 @@ class ClaimWriter:
         """Set ``status.allocation`` (immutable once set: only a cleared claim takes one)."""
         body = copy.deepcopy(claim)
         body["status"] = {**(body.get("status") or {}), "allocation": allocation}
-        return self._replace_status(body)
+        wanted = _devices(allocation)
+        return self._replace_status(body, lambda current: _devices(_allocation(current)) == wanted)
 
     def clear_allocation(self, claim: Object) -> Object:
         """Clear ``status.allocation`` and the device statuses that belong to it."""
@@ -92,12 +149,18 @@ class ClaimWriter:
         body["status"] = {
             k: v for k, v in status.items() if k not in ("allocation", "devices", "reservedFor")
         }
-        return self._replace_status(body)
+        cleared = _devices(_allocation(claim))
+        # Landed once the allocation we cleared is gone, whatever came after it.
+        return self._replace_status(body, lambda current: _devices(_allocation(current)) != cleared)
 
-    def _replace_status(self, body: Object) -> Object:
+    def _replace_status(self, body: Object, landed: Callable[[Object], bool]) -> Object:
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-        return raw.call(
-            self._resource.replace_namespaced_resource_claim_status, name, namespace, body
+        return self._confirmed(
+            body,
+            lambda: raw.call(
+                self._resource.replace_namespaced_resource_claim_status, name, namespace, body
+            ),
+            landed,
         )
 
     def remove_gate(self, pod: Object, gate: str) -> bool:
@@ -108,27 +171,44 @@ class ClaimWriter:
         leaving the retry to the caller. A pod that is gone, or already ungated, is not an
         error: someone else got there first.
         """
-        current: Object = pod
+        current: Object | None = pod
         for attempt in range(_GATE_RETRIES):
-            gates = current["spec"].get("schedulingGates") or []
-            if not any(g.get("name") == gate for g in gates):
+            if (
+                current is None
+                or objects.uid(current) != objects.uid(pod)
+                or not objects.has_scheduling_gate(current, gate)
+            ):
                 return False
-            body = copy.deepcopy(current)
-            body["spec"]["schedulingGates"] = [g for g in gates if g.get("name") != gate]
             namespace, name = object_key(current)
+            body = copy.deepcopy(current)
+            body["spec"]["schedulingGates"] = [
+                g for g in body["spec"]["schedulingGates"] if g.get("name") != gate
+            ]
             try:
                 raw.call(self._core.replace_namespaced_pod, name, namespace, body)
+            except RetryableError:
+                if self._gate_gone(pod, gate):
+                    return True
+                raise
             except ConflictError:
                 if attempt == _GATE_RETRIES - 1:
                     raise
-                try:
-                    current = raw.call(self._core.read_namespaced_pod, name, namespace)
-                except NotFoundError:
-                    return False
-                if objects.uid(current) != objects.uid(pod):
-                    return False
+                current = self.read_pod(namespace, name)
                 continue
             except NotFoundError:
                 return False
             return True
         return False
+
+    def _gate_gone(self, pod: Object, gate: str) -> bool:
+        """After an error of unknown outcome: whether the pod now has no ``gate``."""
+        namespace, name = object_key(pod)
+        current = self.read_pod(namespace, name)
+        gone = (
+            current is not None
+            and objects.uid(current) == objects.uid(pod)
+            and not objects.has_scheduling_gate(current, gate)
+        )
+        if gone:
+            log.info("write.confirmed", pod=f"{namespace}/{name}", gate=gate)
+        return gone

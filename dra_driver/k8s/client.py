@@ -12,17 +12,20 @@ handshake where a dead one costs a whole timeout.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import urllib3
 from kubernetes import client, config
 from kubernetes.client import rest
 from kubernetes.config.config_exception import ConfigException
 
+from dra_driver import __version__
 from dra_driver.k8s.settings import ApiTimeouts, KubeClientSettings
 from dra_driver.logging import get_logger
 
 log = get_logger(__name__)
+
+USER_AGENT_PREFIX: Final = "gpushare-dra-"
 
 
 class ClientConfigError(RuntimeError):
@@ -67,12 +70,23 @@ class _BoundedRestClient(rest.RESTClientObject):
 
 
 class TimedApiClient(client.ApiClient):
-    """An API client whose every request is bounded by :attr:`timeouts`."""
+    """An API client whose every request is bounded by :attr:`timeouts`.
 
-    def __init__(self, configuration: client.Configuration, timeouts: ApiTimeouts) -> None:
+    ``component`` names the client in its User-Agent, as Kubernetes components do, so the API
+    server's audit log and an operator's ``kubectl get --raw /metrics`` can tell ours apart.
+    """
+
+    def __init__(
+        self,
+        configuration: client.Configuration,
+        timeouts: ApiTimeouts,
+        component: str | None = None,
+    ) -> None:
         super().__init__(configuration)
         self.timeouts = timeouts
         self.rest_client = _BoundedRestClient(configuration, timeouts)
+        if component:
+            self.user_agent = f"{USER_AGENT_PREFIX}{component}/{__version__}"
 
 
 def timeouts_of(api_client: object) -> ApiTimeouts:
@@ -101,7 +115,9 @@ def bounded_retries(configuration: client.Configuration) -> None:
     configuration.retries = urllib3.Retry(total=1, connect=1, read=False, status=0, redirect=0)
 
 
-def new_api_client(settings: KubeClientSettings, *, retries: bool = True) -> TimedApiClient:
+def new_api_client(
+    settings: KubeClientSettings, component: str, *, retries: bool = True
+) -> TimedApiClient:
     """Return an API client from ``--kubeconfig``, else from the Pod's service account.
 
     Each call builds its own configuration object, never the library-global default, so two
@@ -131,4 +147,4 @@ def new_api_client(settings: KubeClientSettings, *, retries: bool = True) -> Tim
             else "in-cluster service account (no --kubeconfig / KUBECONFIG given)"
         )
         raise ClientConfigError(f"cannot load Kubernetes credentials from {source}: {exc}") from exc
-    return TimedApiClient(configuration, settings.timeouts)
+    return TimedApiClient(configuration, settings.timeouts, component)

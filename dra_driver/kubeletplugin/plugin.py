@@ -98,7 +98,7 @@ def run(
         registry_socket, dra_socket = socket_paths(
             settings.plugin_registry_dir, plugin_dir, names.driver, settings.pod_uid
         )
-        api_client = new_api_client(kube)
+        api_client = new_api_client(kube, "kubelet-plugin")
     except (SocketPathError, ClientConfigError) as exc:
         log.error("plugin.config", error=str(exc))  # noqa: TRY400 - the message says it all
         return EXIT_CONFIG

@@ -31,7 +31,7 @@ def live_cluster(names: DriverNames, kubeconfig: str) -> ClusterObjects:
     :class:`~dra_driver.k8s.errors.ApiError`.
     """
     try:
-        api_client = new_api_client(KubeClientSettings(kubeconfig=kubeconfig))
+        api_client = new_api_client(KubeClientSettings(kubeconfig=kubeconfig), "plan")
     except ClientConfigError as exc:
         raise PlanInputError(str(exc)) from None
     with api_client:

@@ -183,7 +183,7 @@ class Stack:
         ca_bundle = cert_file.read_bytes()
         cluster.apply(webhook_configurations(self.names, webhook.server.port, ca_bundle))
         self._progress("starting the allocation controller")
-        self._controller_client = new_api_client(kube)
+        self._controller_client = new_api_client(kube, "controller")
         self._controller = Controller(
             self._controller_client, self.names, self._controller_settings, CollectorRegistry()
         )

@@ -98,7 +98,7 @@ def serve(
     try:
         # No client-side retries: a live read on a cache miss must fit in the API server's
         # webhook timeout; the informers retry on their own.
-        api_client = new_api_client(kube, retries=False)
+        api_client = new_api_client(kube, "webhook", retries=False)
     except ClientConfigError as exc:
         raise WebhookConfigError(str(exc)) from exc
     try:

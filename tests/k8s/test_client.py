@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dra_driver import __version__
 from dra_driver.k8s.client import ClientConfigError, new_api_client
-from dra_driver.k8s.settings import KubeClientSettings
+from dra_driver.k8s.settings import ApiTimeouts, KubeClientSettings
 
 
 def write_kubeconfig(path: Path, server: str, token: str) -> Path:
@@ -30,7 +31,7 @@ def write_kubeconfig(path: Path, server: str, token: str) -> Path:
 def test_kubeconfig_sets_server_and_token(tmp_path: Path) -> None:
     """A kubeconfig file yields a client for its server with its bearer token."""
     kubeconfig = write_kubeconfig(tmp_path / "kc", "http://127.0.0.1:6443", "t0k3n")
-    with new_api_client(KubeClientSettings(kubeconfig=str(kubeconfig))) as api_client:
+    with new_api_client(KubeClientSettings(kubeconfig=str(kubeconfig)), "test") as api_client:
         configuration = api_client.configuration
         assert configuration.host == "http://127.0.0.1:6443"
         assert configuration.auth_settings()["BearerToken"]["value"] == "Bearer t0k3n"
@@ -41,8 +42,8 @@ def test_two_clients_do_not_share_configuration(tmp_path: Path) -> None:
     first = write_kubeconfig(tmp_path / "a", "http://127.0.0.1:1001", "a")
     second = write_kubeconfig(tmp_path / "b", "http://127.0.0.1:1002", "b")
     with (
-        new_api_client(KubeClientSettings(kubeconfig=str(first))) as a,
-        new_api_client(KubeClientSettings(kubeconfig=str(second))) as b,
+        new_api_client(KubeClientSettings(kubeconfig=str(first)), "test") as a,
+        new_api_client(KubeClientSettings(kubeconfig=str(second)), "test") as b,
     ):
         assert (a.configuration.host, b.configuration.host) == (
             "http://127.0.0.1:1001",
@@ -54,7 +55,7 @@ def test_missing_kubeconfig_file_is_named(tmp_path: Path) -> None:
     """A kubeconfig path that does not exist fails with an error naming that path."""
     missing = tmp_path / "nope"
     with pytest.raises(ClientConfigError, match=f"kubeconfig '{missing}'"):
-        new_api_client(KubeClientSettings(kubeconfig=str(missing)))
+        new_api_client(KubeClientSettings(kubeconfig=str(missing)), "test")
 
 
 def test_outside_a_cluster_without_kubeconfig_explains_both_sources(
@@ -64,4 +65,17 @@ def test_outside_a_cluster_without_kubeconfig_explains_both_sources(
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
     with pytest.raises(ClientConfigError, match="in-cluster service account"):
-        new_api_client(KubeClientSettings())
+        new_api_client(KubeClientSettings(), "test")
+
+
+def test_a_client_names_its_component_and_bounds_its_requests(tmp_path: Path) -> None:
+    """The client says which component it is and carries the timeouts of its settings."""
+    kubeconfig = write_kubeconfig(tmp_path / "kc", "http://127.0.0.1:6443", "t")
+    settings = KubeClientSettings(
+        kubeconfig=str(kubeconfig), api_connect_timeout=3, api_timeout=7, watch_timeout=11
+    )
+    with new_api_client(settings, "controller") as api_client:
+        assert api_client.user_agent == f"gpushare-dra-controller/{__version__}"
+        assert api_client.timeouts == ApiTimeouts(connect=3, request=7, watch=11)
+        retries = api_client.configuration.retries
+        assert (retries.connect, retries.read) == (1, False)

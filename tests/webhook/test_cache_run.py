@@ -252,7 +252,9 @@ def test_a_hung_api_server_costs_one_read_timeout_not_four(tmp_path: Path) -> No
         "users: [{name: u, user: {token: t}}]\n"
         "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
     )
-    api_client = new_api_client(KubeClientSettings(kubeconfig=str(kubeconfig)), retries=False)
+    api_client = new_api_client(
+        KubeClientSettings(kubeconfig=str(kubeconfig)), "webhook", retries=False
+    )
     try:
         assert ClusterCache(api_client, NAMES).fetch_template("default", "t") is None
         # urllib3's default would open a connection per retry: four attempts, about 8 s.

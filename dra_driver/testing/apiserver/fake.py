@@ -136,24 +136,28 @@ class FakeApiServer:
         """Return a fresh sync client configuration for this server."""
         return kubeconfig.configuration(self.url)
 
-    def api_client(self, timeouts: ApiTimeouts | None = None) -> TimedApiClient:
+    def api_client(
+        self, timeouts: ApiTimeouts | None = None, component: str | None = None
+    ) -> TimedApiClient:
         """Return a sync API client with its own configuration (never the global default).
 
-        Its requests are bounded as a component's are: by ``timeouts``, else the defaults.
+        Its requests are bounded as a component's are: by ``timeouts``, else the defaults;
+        ``component`` names it in the User-Agent as the driver's components are named.
         """
         configuration = self.configuration()
         bounded_retries(configuration)
-        return TimedApiClient(configuration, timeouts or ApiTimeouts())
+        return TimedApiClient(configuration, timeouts or ApiTimeouts(), component)
 
-    def blackhole(self) -> int:
+    def blackhole(self, agent: str = "") -> int:
         """Silence every connection open now, as a partition would; return how many.
 
         Requests on them are swallowed, answers and watch events never sent, nothing closed;
-        new connections work (see :mod:`dra_driver.testing.apiserver.server`).
+        new connections work (see :mod:`dra_driver.testing.apiserver.server`). ``agent``
+        limits it to connections whose clients' User-Agent starts with it.
         """
         if self._httpd is None:
             raise RuntimeError("the fake API server is not started")
-        return self._httpd.blackhole()
+        return self._httpd.blackhole(agent)
 
     @property
     def requests(self) -> Counter[tuple[str, str]]:

@@ -113,8 +113,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = exc.code == 413  # noqa: PLR2004 - the body was not read
             self.send(Response.error(exc))
             return
+        agent = self.headers.get("User-Agent", "")
+        self.server.note_agent(self.connection, agent)
         if info.verb != "discovery":
-            app.count(info, self.headers.get("User-Agent", ""))
+            app.count(info, agent)
         if self._fault(info, after=False):
             return
         if info.verb == "watch":
@@ -210,6 +212,8 @@ class ApiHTTPServer(http.server.ThreadingHTTPServer):
         self.app = app
         self._connections: dict[threading.Thread, socket.socket] = {}
         self._blackholed: set[socket.socket] = set()
+        self._agents: dict[socket.socket, str] = {}
+        """The User-Agent of each connection's latest request."""
         self._connections_lock = threading.Lock()
 
     def process_request(
@@ -240,11 +244,25 @@ class ApiHTTPServer(http.server.ThreadingHTTPServer):
                 sock = self._connections.pop(threading.current_thread(), None)
                 if sock is not None:
                     self._blackholed.discard(sock)
+                    self._agents.pop(sock, None)
 
-    def blackhole(self) -> int:
-        """Silence every connection open now (see the module docstring); return how many."""
+    def note_agent(self, sock: socket.socket, agent: str) -> None:
+        """Remember who sent the latest request on ``sock``."""
         with self._connections_lock:
-            connections = set(self._connections.values())
+            self._agents[sock] = agent
+
+    def blackhole(self, agent: str = "") -> int:
+        """Silence every connection open now (see the module docstring); return how many.
+
+        With ``agent``, only connections whose latest request's User-Agent starts with it: a
+        partition between one component and the API server.
+        """
+        with self._connections_lock:
+            connections = {
+                sock
+                for sock in self._connections.values()
+                if self._agents.get(sock, "").startswith(agent)
+            }
             self._blackholed |= connections
         return len(connections)
 
