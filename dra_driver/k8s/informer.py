@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, Final, Literal, Protocol
 
@@ -87,6 +88,7 @@ class Informer:
         label_selector: str | None = None,
         field_selector: str | None = None,
         timeouts: ApiTimeouts | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._list_func = list_func
         self._api_client = client_of(list_func)
@@ -108,7 +110,7 @@ class Informer:
         self._stopping = threading.Event()
         self._response: _Response | None = None
         self._thread: threading.Thread | None = None
-        self._heartbeat = Heartbeat()
+        self._heartbeat = Heartbeat(clock)
         self.resource_version = ""
 
     # -- reading the cache ---------------------------------------------------------------
