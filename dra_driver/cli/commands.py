@@ -119,6 +119,7 @@ def controller(invocation: Invocation) -> int:
             invocation.settings(ControllerSettings),
             kube,
             invocation.settings(ObservabilitySettings),
+            hosted=hosted.loops() if hosted is not None else (),
         )
     finally:
         if hosted is not None:

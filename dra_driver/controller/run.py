@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Final
 
 from prometheus_client import CollectorRegistry
@@ -16,7 +17,7 @@ from dra_driver.k8s.signals import stop_on_signals
 from dra_driver.logging import bind, get_logger
 from dra_driver.metrics import ObservabilityServer
 from dra_driver.metrics.settings import ObservabilitySettings
-from dra_driver.metrics.watchdog import liveness_checks
+from dra_driver.metrics.watchdog import Watched, liveness_checks
 
 log = get_logger(__name__)
 
@@ -30,8 +31,13 @@ def run(
     kube: KubeClientSettings,
     observability: ObservabilitySettings,
     stop: threading.Event | None = None,
+    *,
+    hosted: Sequence[Watched] = (),
 ) -> int:
-    """Run until SIGTERM/SIGINT (or ``stop``); return the exit status."""
+    """Run until SIGTERM/SIGINT (or ``stop``); return the exit status.
+
+    ``hosted`` are the loops of what else the process serves (the webhook), watched as well.
+    """
     stop = stop or stop_on_signals()
     bind(driver=names.driver, component="controller")
     try:
@@ -56,7 +62,7 @@ def run(
             },
             liveness={
                 "leadership": lambda: "lost leadership" if controller.lost.is_set() else None,
-                **liveness_checks(controller.loops()),
+                **liveness_checks([*controller.loops(), *hosted]),
             },
         )
         observer.start()

@@ -17,6 +17,7 @@ K = TypeVar("K", bound=Hashable)
 
 log = get_logger(__name__)
 
+_STOP_SECONDS: Final = 10.0
 _PASS_CALLS: Final = 3
 """API calls in a row that one reconcile pass may spend waiting out their timeouts."""
 
@@ -72,13 +73,20 @@ class ReconcileLoop(Generic[K]):
         for thread in self._threads:
             thread.start()
 
-    def stop(self) -> None:
-        """Stop taking keys and wait for the workers to finish their current one."""
+    def stop(self, timeout: float = _STOP_SECONDS) -> None:
+        """Stop taking keys and wait (at most ``timeout``) for the workers' current passes.
+
+        A pass stuck on a request is left to its daemon thread: every write is built to
+        survive being cut short, as by a crash, so stopping need not wait out its timeout.
+        """
         self._running = False
         self.queue.shutdown()
+        deadline = time.monotonic() + timeout
         for thread in self._threads:
             if thread.is_alive():
-                thread.join()
+                thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                log.warning("reconcile.stop_timeout", loop=self.name, worker=thread.name)
 
     # -- the watchdog's view -------------------------------------------------------------
 

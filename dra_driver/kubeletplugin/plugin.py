@@ -28,6 +28,13 @@ from dra_driver.kubeletplugin.state import ClaimPreparer, NodePaths
 from dra_driver.logging import bind, get_logger
 from dra_driver.metrics import ObservabilityServer
 from dra_driver.metrics.settings import ObservabilitySettings
+from dra_driver.metrics.watchdog import (
+    Heartbeat,
+    Watched,
+    liveness_checks,
+    register_silence,
+    stall_reason,
+)
 from dra_driver.nvml.fake import FakeCardSource
 from dra_driver.nvml.inventory import Card, Health
 from dra_driver.nvml.real import NvmlCardSource
@@ -38,10 +45,18 @@ log = get_logger(__name__)
 EXIT_CONFIG: Final = 2
 EXIT_FAILED: Final = 1
 _REDISCOVER_SECONDS: Final = 5.0
+_DISCOVERY_STALL_SECONDS: Final = 60.0
+"""NVML answers in milliseconds; a discovery this long waits on a wedged driver or card."""
 
 
 class _Cards:
-    """The latest discovery, shared by the health stream, prepare and the slice publisher."""
+    """The latest discovery, shared by the health stream, prepare and the slice publisher.
+
+    Watched, too: a discovery that never returns (NVML can block on a card that fell off the
+    bus) stalls the loop that keeps slices and health current, and fails ``/livez``.
+    """
+
+    name = "card-discovery"
 
     def __init__(
         self, source: CardSource, publisher: SlicePublisher, metrics: PluginMetrics
@@ -49,12 +64,29 @@ class _Cards:
         self._source, self._publisher, self._metrics = source, publisher, metrics
         self._cards: tuple[Card, ...] = ()
         self._lock = threading.Lock()
+        self._heartbeat = Heartbeat()
 
     def current(self) -> Sequence[Card]:
         with self._lock:
             return self._cards
 
+    def silent_seconds(self) -> float:
+        return self._heartbeat.read()[0]
+
+    def stalled(self) -> str | None:
+        silent, doing = self._heartbeat.read()
+        if doing is None:
+            return None  # between two discoveries
+        return stall_reason(silent, _DISCOVERY_STALL_SECONDS, doing)
+
     def refresh(self) -> None:
+        self._heartbeat.beat("discovering cards")
+        try:
+            self._discover()
+        finally:
+            self._heartbeat.beat()
+
+    def _discover(self) -> None:
         try:
             discovery = self._source.discover()
         except DiscoveryError as exc:
@@ -142,11 +174,14 @@ def run(
         cards=cards.current,
         metrics=metrics,
     )
+    loops: list[Watched] = [cards, *publisher.loops()]
+    register_silence(metrics_registry, lambda: loops)
     observer = None
     if observability.metrics_port >= 0:
         observer = ObservabilityServer(
             metrics_registry,
             port=observability.metrics_port,
+            liveness=liveness_checks(loops),
             readiness={
                 "registered": lambda: (
                     None if server.registered.is_set() else "kubelet has not registered the plugin"

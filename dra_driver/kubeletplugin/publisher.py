@@ -21,6 +21,7 @@ from kubernetes import client
 
 from dra_driver.api import DriverNames
 from dra_driver.k8s import raw
+from dra_driver.k8s.client import timeouts_of
 from dra_driver.k8s.errors import ApiError, NotFoundError
 from dra_driver.k8s.informer import EventType, Informer
 from dra_driver.k8s.reconcile import ReconcileLoop, Requeue
@@ -32,6 +33,7 @@ from dra_driver.kubeletplugin.slices import (
     with_generation,
 )
 from dra_driver.logging import get_logger
+from dra_driver.metrics.watchdog import Watched
 from dra_driver.nvml.inventory import Card
 
 Object = dict[str, Any]
@@ -39,6 +41,8 @@ Object = dict[str, Any]
 log = get_logger(__name__)
 
 _KEY: Final = "slices"
+_PASS_CALLS: Final = 4
+"""API calls one pass may wait out: the probe, a node read, a write and its retry's read."""
 _NODE_RETRY_SECONDS: Final = 2.0
 _SYNC_RETRY_SECONDS: Final = 0.05
 ENABLE_GATE_HINT: Final = (
@@ -96,7 +100,11 @@ class SlicePublisher:
             handler=self._on_event,
             field_selector=f"spec.nodeName={node_name},spec.driver={names.driver}",
         )
-        self._loop: ReconcileLoop[str] = ReconcileLoop("slice-publisher", self._reconcile)
+        self._loop: ReconcileLoop[str] = ReconcileLoop(
+            "slice-publisher",
+            self._reconcile,
+            stall_limit=timeouts_of(api_client).calls(_PASS_CALLS),
+        )
 
     # -- public interface --------------------------------------------------------------------
 
@@ -110,6 +118,10 @@ class SlicePublisher:
         """Stop publishing (the slices stay) and join the threads."""
         self._loop.stop()
         self._informer.stop()
+
+    def loops(self) -> list[Watched]:
+        """Return what a watchdog looks after: the writing loop and the slice informer."""
+        return [self._loop, self._informer]
 
     def publish(self, cards: Sequence[Card]) -> None:
         """Make ``cards`` the node's devices; unhealthy ones are left out."""

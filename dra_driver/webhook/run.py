@@ -20,6 +20,7 @@ from dra_driver.k8s.signals import stop_on_signals
 from dra_driver.logging import bind, get_logger
 from dra_driver.metrics import ObservabilityServer
 from dra_driver.metrics.settings import ObservabilitySettings
+from dra_driver.metrics.watchdog import Watched, liveness_checks, register_silence
 from dra_driver.webhook.admission import Admission
 from dra_driver.webhook.cache import ClusterCache
 from dra_driver.webhook.metrics import WebhookMetrics
@@ -67,6 +68,10 @@ class Webhook:
             )
         except (CertificateError, OSError, ValueError) as exc:
             raise WebhookConfigError(str(exc)) from exc
+
+    def loops(self) -> list[Watched]:
+        """Return what a watchdog looks after: the cache's informers."""
+        return list(self.cache.informers)
 
     def not_ready(self) -> str | None:
         """Return why reviews cannot be decided yet, or ``None``."""
@@ -130,9 +135,11 @@ def run(
     observer = None
     try:
         if observability.metrics_port >= 0:
+            register_silence(registry, webhook.loops)
             observer = ObservabilityServer(
                 registry,
                 port=observability.metrics_port,
+                liveness=liveness_checks(webhook.loops()),
                 readiness={"informers": webhook.not_ready},
             )
             observer.start()

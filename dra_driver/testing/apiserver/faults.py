@@ -14,7 +14,8 @@ Usage::
 
 A fault matches on ``verb`` (get, list, watch, create, update, patch, delete, deletecollection),
 ``resource`` (``pods``, ``resourceclaims/status``, ``pods/binding`` ...), ``namespace``,
-``name`` and an optional predicate ``when(RequestInfo)``. ``status`` answers a Status with that
+``name``, ``agent`` (a prefix of the client's User-Agent: one component's requests) and an
+optional predicate ``when(RequestInfo)``. ``status`` answers a Status with that
 code (409 is a real Conflict, 429/503 carry ``Retry-After``); ``delay`` sleeps first; ``drop``
 closes the connection without a response; ``hang`` keeps the connection open and never answers
 (a watch gets its response headers, then neither events nor bookmarks), until the client gives
@@ -42,6 +43,7 @@ class Fault:
     resource: str | None = None
     namespace: str | None = None
     name: str | None = None
+    agent: str | None = None
     when: Callable[[RequestInfo], bool] | None = None
     status: int | None = None
     message: str = "injected fault"
@@ -56,10 +58,11 @@ class Fault:
     rng: random.Random = field(default_factory=random.Random, repr=False, compare=False)
     owner: Faults | None = field(default=None, repr=False, compare=False)
 
-    def matches(self, request: RequestInfo) -> bool:
+    def matches(self, request: RequestInfo, agent: str = "") -> bool:
         """Whether this fault applies to ``request`` (ignoring ``times`` and ``probability``)."""
         return (
-            (self.verb is None or self.verb == request.verb)
+            (self.agent is None or agent.startswith(self.agent))
+            and (self.verb is None or self.verb == request.verb)
             and (self.resource is None or self.resource == request.resource)
             and (self.namespace is None or self.namespace == request.namespace)
             and (self.name is None or self.name == request.name)
@@ -93,6 +96,7 @@ class Faults:
         resource: str | None = None,
         namespace: str | None = None,
         name: str | None = None,
+        agent: str | None = None,
         when: Callable[[RequestInfo], bool] | None = None,
         status: int | None = None,
         message: str = "injected fault",
@@ -106,7 +110,7 @@ class Faults:
     ) -> Fault:
         """Add a fault (see the module documentation) and return it."""
         fault = Fault(
-            verb=verb, resource=resource, namespace=namespace, name=name, when=when,
+            verb=verb, resource=resource, namespace=namespace, name=name, agent=agent, when=when,
             status=status, message=message, delay=delay, drop=drop, hang=hang, after=after,
             times=times, probability=probability, seed=seed,
         )  # fmt: skip
@@ -128,11 +132,11 @@ class Faults:
         with self._lock:
             self._faults.clear()
 
-    def pick(self, request: RequestInfo, *, after: bool) -> Fault | None:
+    def pick(self, request: RequestInfo, *, after: bool, agent: str = "") -> Fault | None:
         """Return the first fault firing for ``request`` in phase ``after``, counting its hit."""
         with self._lock:
             for fault in self._faults:
-                if fault.after != after or not fault.matches(request):
+                if fault.after != after or not fault.matches(request, agent):
                     continue
                 if fault.times is not None and fault.hits >= fault.times:
                     continue

@@ -128,7 +128,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send(response)
 
     def _fault(self, info: RequestInfo, *, after: bool) -> bool:
-        fault = self.server.app.faults.pick(info, after=after)
+        agent = self.headers.get("User-Agent", "")
+        fault = self.server.app.faults.pick(info, after=after, agent=agent)
         if fault is None:
             return False
         if fault.delay:
