@@ -33,6 +33,8 @@ from typing import IO, Final, TypeAlias
 
 from kubernetes import client, config
 
+from dra_driver.k8s.client import TimedApiClient, bounded_retries
+from dra_driver.k8s.settings import ApiTimeouts
 from dra_driver.testing._controlplane_setup import (
     MIN_VERSION,
     NEWEST_KNOWN_VERSION,
@@ -227,13 +229,14 @@ class RealControlPlane:
         """The API server's URL, ``https://127.0.0.1:<port>``."""
         return self.layout.url
 
-    def api_client(self) -> client.ApiClient:
-        """Return a new API client authenticated as the admin, with its own configuration."""
+    def api_client(self) -> TimedApiClient:
+        """Return a new API client authenticated as the admin, bounded as components' are."""
         configuration = client.Configuration()
         config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=str(self.kubeconfig), client_configuration=configuration
         )
-        return client.ApiClient(configuration)
+        bounded_retries(configuration)
+        return TimedApiClient(configuration, ApiTimeouts())
 
     def start(self) -> None:
         """Start every component and wait until all are ready; on any failure stop them all."""

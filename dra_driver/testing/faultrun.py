@@ -5,8 +5,11 @@ The controller and one kubelet plugin per node run as real processes against a
 sockets). Each cycle creates gated pods with quarter- and half-card shares, deletes some older
 ones, and SIGKILLs a random component at a random moment (often mid-allocation or
 mid-prepare), restarting it at once. Meanwhile the API server answers a fraction of requests
-with 409 Conflicts, 500s (some after the write happened), dropped connections (as a timeout
-looks to the client), slow answers, dropped watches, and compactions that expire every watch.
+with 409 Conflicts, 500s (some after the write happened), dropped connections, slow answers,
+dropped watches, and compactions that expire every watch; it holds some of the components'
+requests and watches open without ever answering, and now and then black-holes every
+connection they have open (a partition). The components run with short API timeouts (1 s,
+watches renewed after 3 s), so each of those costs one timeout.
 
 At the end the faults stop, every component is running, the run waits until every live pod
 runs and every deleted pod's claim is gone, and :func:`dra_driver.testing.invariants.check`
@@ -31,6 +34,7 @@ from kubernetes import client
 from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
 from dra_driver.api.classes import default_device_classes
 from dra_driver.k8s import raw
+from dra_driver.k8s.client import USER_AGENT_PREFIX
 from dra_driver.k8s.errors import ApiError, ConflictError, NotFoundError
 from dra_driver.nvml.inventory import dump_inventory, parse_inventory
 from dra_driver.testing import invariants, workload
@@ -51,6 +55,10 @@ _DELETE_EVERY: Final = 3
 """Every third cycle deletes a third of the live pods."""
 _COMPACTION_ODDS: Final = 0.3
 """Chance per cycle that the API server compacts, expiring every watch."""
+_PARTITION_ODDS: Final = 0.2
+"""Chance per cycle that every connection the components have open goes silent."""
+TIMEOUTS: Final = ("--api-connect-timeout", "1", "--api-timeout", "1", "--watch-timeout", "3")
+"""The components' API timeouts in a run: short, so a hang costs little of its time."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,8 +143,10 @@ class FaultRun:
     def _start(self, name: str) -> ComponentProcess:
         if name.startswith("controller"):
             # Leader election would make a restarted replica wait out the Lease.
-            return start_controller(self.cluster, args=["--no-leader-elect"])
-        return start_plugin(self.cluster, name.removeprefix("plugin-"), self._inventory_file)
+            return start_controller(self.cluster, args=["--no-leader-elect", *TIMEOUTS])
+        return start_plugin(
+            self.cluster, name.removeprefix("plugin-"), self._inventory_file, args=TIMEOUTS
+        )
 
     def _start_all(self) -> None:
         names = [f"plugin-{n.name}" for n in self.cluster.inventory.nodes]
@@ -173,12 +183,37 @@ class FaultRun:
             "dropped-request": inject(when=not_watch, drop=True, probability=0.01, seed=seed + 3),
             "slow": inject(delay=0.3, probability=0.03, seed=seed + 4),
             "dropped-watch": inject(verb="watch", drop=True, probability=0.05, seed=seed + 5),
+            # Only the components' requests: the harness's own actors wait 30 s on a hang.
+            "hung-request": inject(
+                agent=USER_AGENT_PREFIX, when=not_watch, hang=True, probability=0.01,
+                seed=seed + 6,
+            ),
+            "hung-watch": inject(
+                agent=USER_AGENT_PREFIX, verb="watch", hang=True, probability=0.05,
+                seed=seed + 8,
+            ),
         }  # fmt: skip
+
+    def _inject_once(self) -> dict[str, Fault]:
+        """Hangs that fire exactly once, whenever a component first makes such a request.
+
+        The random faults can miss a short run; these cannot, and they stay until the end, so
+        one that comes only while the run settles still fires.
+        """
+        inject = functools.partial(self.cluster.server.faults.inject, agent=USER_AGENT_PREFIX)
+        return {
+            # A claim allocation is stored and its answer never comes.
+            "hung-write-answer": inject(
+                verb="update", resource="resourceclaims/status", hang=True, after=True, times=1
+            ),
+            # A watch gets its headers, then neither events nor bookmarks.
+            "hung-first-watch": inject(verb="watch", hang=True, times=1),
+        }
 
     def _stop_faults(self) -> None:
         for kind, fault in self._faults.items():
             self.report.faults[kind] += fault.hits
-        self.cluster.server.faults.clear()
+            fault.remove()
 
     # -- workload -----------------------------------------------------------------------
 
@@ -241,6 +276,7 @@ class FaultRun:
                 [workload.share_template(NAMES, s, CARD_MEMORY) for s in SHARES.values()],
                 NAMESPACE,
             )
+            once = self._inject_once() if self.settings.api_faults else {}
             self._start_all()
             if self.settings.api_faults:
                 self._inject()
@@ -251,6 +287,9 @@ class FaultRun:
                 if self.settings.api_faults and self.rng.random() < _COMPACTION_ODDS:
                     self.cluster.server.compact()
                     self.report.faults["expired-watches"] += 1
+                if self.settings.api_faults and self.rng.random() < _PARTITION_ODDS:
+                    silenced = self.cluster.server.blackhole(USER_AGENT_PREFIX)
+                    self.report.faults["black-holed-connections"] += silenced
                 self._kill_one()
                 self.report.cycles += 1
             self._stop_faults()
@@ -261,6 +300,7 @@ class FaultRun:
             except TimeoutError as exc:
                 self.report.violations.append(str(exc))
             self.report.violations += invariants.check(self.cluster, NAMES)
+            self.report.faults.update({kind: fault.hits for kind, fault in once.items()})
         finally:
             for process in self.components.values():
                 process.kill()

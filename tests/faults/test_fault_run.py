@@ -17,7 +17,7 @@ from dra_driver.testing.faultrun import FaultRun, FaultRunSettings
 def test_a_run_with_kills_and_api_faults_ends_sound(
     work_dir: Path, controllers: int, cycles: int
 ) -> None:
-    """Every cycle kills a component; the final state breaks no invariant and every pod runs."""
+    """Kills, API errors, hangs and partitions: the final state is sound and every pod runs."""
     report = FaultRun(
         FaultRunSettings(cycles=cycles, controllers=controllers, seed=controllers), work_dir
     ).run()
@@ -25,5 +25,7 @@ def test_a_run_with_kills_and_api_faults_ends_sound(
     assert report.cycles == cycles
     assert sum(report.kills.values()) == cycles
     assert report.faults["conflict"] + report.faults["server-error"] > 0
+    # The hangs fired too: each cost a component one timeout, none left anything stuck.
+    assert report.faults["hung-write-answer"] == report.faults["hung-first-watch"] == 1
     assert report.pods_created > report.pods_deleted
     assert report.pods_running == report.pods_created - report.pods_deleted
