@@ -48,6 +48,7 @@ from dra_driver.testing._controlplane_setup import (
     kubeconfig_yaml,
     parse_kube_version,
 )
+from dra_driver.testing.spawn import spawn
 
 __all__ = [
     "BINARIES",
@@ -147,9 +148,7 @@ class _Component:
         self.log_path = log_path
         self._log: IO[bytes] = log_path.open("ab")
         try:
-            self.process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT
-            )
+            self.process = spawn(command, stdout=self._log)
         except OSError:
             self._log.close()
             raise

@@ -5,13 +5,14 @@ runner's. Fault-injection tests, benchmarks and load runs start ``gpushare-dra k
 and ``gpushare-dra controller`` here instead: each writes JSON logs to its own file, which is
 also how readiness is detected (a predecessor killed by SIGKILL leaves its socket behind, so a
 socket is no proof of life).
+
+No process outlives the one that started it (see :mod:`dra_driver.testing.spawn`).
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -21,6 +22,7 @@ from typing import Final
 
 from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
 from dra_driver.testing.cluster import FakeCluster
+from dra_driver.testing.spawn import spawn
 
 _STOP_SECONDS: Final = 20.0
 _PAGE_SIZE: Final = os.sysconf("SC_PAGE_SIZE")
@@ -46,10 +48,8 @@ class ComponentProcess:
         self.ready_event = ready_event
         self._env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self._log_offset = log.stat().st_size if log.exists() else 0
-        with log.open("a") as out:
-            self.process = subprocess.Popen(
-                self.argv, stdout=out, stderr=subprocess.STDOUT, env=self._env
-            )
+        with log.open("ab") as out:
+            self.process = spawn(self.argv, stdout=out, env=self._env)
 
     @property
     def pid(self) -> int:
