@@ -13,10 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from dra_driver.testing.spawn import spawn
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,11 +28,12 @@ def main() -> int:
     parser.add_argument("--examples", type=int, default=20_000, help="examples per target")
     args = parser.parse_args()
     started = time.monotonic()
-    status = subprocess.call(
+    # Started to die with this script: a fuzz run killed midway leaves no pytest behind.
+    status = spawn(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", str(ROOT / "tests/fuzz")],
-        cwd=ROOT,
         env={**os.environ, "GPUSHARE_FUZZ_EXAMPLES": str(args.examples)},
-    )
+        cwd=ROOT,
+    ).wait()
     line = {
         "run": "fuzz",
         "examples_per_target": args.examples,

@@ -29,6 +29,7 @@ def spawn(
     *,
     stdout: IO[bytes] | int | None = None,
     env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start ``argv`` so that it dies with this process; stdin is closed, stderr joins stdout.
 
@@ -40,6 +41,7 @@ def spawn(
         stdout=stdout,
         stderr=subprocess.STDOUT,
         env=None if env is None else dict(env),
+        cwd=cwd,
     )
     with _LIVE_LOCK:
         _LIVE.add(process)

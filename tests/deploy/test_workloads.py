@@ -15,6 +15,7 @@ from deploy.chartkit import CHART, MATRIX, Rendered, containers, env_of
 from dra_driver.cli.flags import env_name, settings_from_arguments
 from dra_driver.cli.main import COMMANDS, build_parser
 from dra_driver.controller.settings import ControllerSettings
+from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.kubeletplugin.settings import KubeletPluginSettings
 from dra_driver.metrics.settings import ObservabilitySettings
 from dra_driver.settings import CommonSettings
@@ -113,6 +114,11 @@ def test_chart_defaults_are_the_cli_defaults(rendered: Callable[[str], Rendered]
     assert plugin["HAMI_CORE_LIBRARY"] == str(p.hami_core_library)
     assert plugin["MPS_PIPE_DIRECTORY"] == str(p.mps_pipe_directory)
     assert controller["DRIVER_NAME"] == plugin["DRIVER_NAME"] == CommonSettings().driver_name
+    k = KubeClientSettings()
+    for env in (controller, plugin):
+        assert float(env["API_CONNECT_TIMEOUT"]) == k.api_connect_timeout
+        assert float(env["API_TIMEOUT"]) == k.api_timeout
+        assert int(env["WATCH_TIMEOUT"]) == k.watch_timeout
 
 
 def test_controller_is_leader_elected_in_the_release_namespace(
@@ -298,3 +304,14 @@ def test_values_file_names_every_documented_toggle() -> None:
     assert values["gate"]["enabled"] is True
     assert "resources" in values["controller"]
     assert "resources" in values["kubeletPlugin"]
+
+
+@pytest.mark.parametrize(("kind", "name", "_"), WORKLOADS)
+def test_a_stalled_component_is_restarted_through_livez(
+    rendered: Callable[[str], Rendered], kind: str, name: str, _: str
+) -> None:
+    """Each workload's liveness probe reads /livez, where every watched loop is a check."""
+    probe = component(rendered("defaults"), kind, name)["livenessProbe"]
+    assert probe["httpGet"] == {"path": "/livez", "port": "metrics"}
+    # Three failed probes 10 s apart: a stall is acted on within 30 s of being reported.
+    assert probe["periodSeconds"] * probe["failureThreshold"] <= 30
