@@ -22,6 +22,13 @@ _PASS_CALLS: Final = 3
 """API calls in a row that one reconcile pass may spend waiting out their timeouts."""
 
 
+def _text(key: Hashable) -> str:
+    """Write a key as an operator reads it: ``default/infer-0`` for a (namespace, name)."""
+    if isinstance(key, tuple) and all(isinstance(part, str) for part in key):
+        return "/".join(part for part in key if part) or "(catch-up)"
+    return str(key)
+
+
 class Requeue(Exception):  # noqa: N818 - a signal, not an error
     """Raised by a reconciler to look at the key again after ``delay`` seconds."""
 
@@ -110,7 +117,7 @@ class ReconcileLoop(Generic[K]):
             last_taken = self._last_taken
         if passes:
             key, since = passes[0]
-            return stall_reason(now - since, self.stall_limit, f"reconciling {key}")
+            return stall_reason(now - since, self.stall_limit, f"reconciling {_text(key)}")
         ready = self.queue.ready()
         if ready:
             return stall_reason(
