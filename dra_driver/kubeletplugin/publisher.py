@@ -7,6 +7,12 @@ deletes are written again. Before the first slice with devices is written, a dry
 checks that the API server keeps the consumable-capacity fields; if it strips them (the
 ``DRAConsumableCapacity`` gate is off), sharing cannot work and only an empty slice is
 published, until a periodic re-check finds the gate on.
+
+A write that fails with an unknown outcome (a timeout, a broken connection, a 500) may have
+been stored. Slices are created with ``generateName``, so a create repeated blindly would
+leave two slices where the pool declares one, and the scheduler ignores such a pool. So the
+node's slices are listed afresh, and the next pass plans from that list until the informer
+has caught up with it.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from kubernetes import client
 from dra_driver.api import DriverNames
 from dra_driver.k8s import raw
 from dra_driver.k8s.client import timeouts_of
-from dra_driver.k8s.errors import ApiError, NotFoundError
+from dra_driver.k8s.errors import ApiError, NotFoundError, RetryableError
 from dra_driver.k8s.informer import EventType, Informer
 from dra_driver.k8s.reconcile import ReconcileLoop, Requeue
 from dra_driver.kubeletplugin.slices import (
@@ -94,11 +100,14 @@ class SlicePublisher:
         # Our writes the informer has not shown yet, by name: (resourceVersion, object or None
         # if we deleted it). Without this a pass right after a write would redo it.
         self._written: dict[str, tuple[int, Object | None]] = {}
+        self._live: tuple[int, list[Object]] | None = None
+        """The node's slices as listed after a write of unknown outcome, with their version."""
+        self._selector = f"spec.nodeName={node_name},spec.driver={names.driver}"
         self._informer = Informer(
             self._resource.list_resource_slice,
             name=f"slices-{node_name}",
             handler=self._on_event,
-            field_selector=f"spec.nodeName={node_name},spec.driver={names.driver}",
+            field_selector=self._selector,
         )
         self._loop: ReconcileLoop[str] = ReconcileLoop(
             "slice-publisher",
@@ -180,9 +189,19 @@ class SlicePublisher:
         return self._node_uid
 
     def _actual(self) -> list[Object]:
-        """Return the informer's slices, overlaid with our writes it has not caught up with."""
+        """Return the informer's slices, overlaid with our writes it has not caught up with.
+
+        After a write of unknown outcome, the list read then stands in for the informer's
+        until the informer has seen as much.
+        """
         informer_rv = _version(self._informer.resource_version)
         seen = {slice_name(s): s for s in self._informer.list()}
+        if self._live is not None:
+            live_rv, listed = self._live
+            if informer_rv >= live_rv:
+                self._live = None
+            else:
+                informer_rv, seen = live_rv, {slice_name(s): s for s in listed}
         for name, (rv, obj) in list(self._written.items()):
             cached = seen.get(name)
             if obj is None:  # deleted by us: hide it until the informer drops it
@@ -199,6 +218,23 @@ class SlicePublisher:
         return list(seen.values())
 
     def _sync(self, desired: list[Object]) -> None:
+        try:
+            self._apply(desired)
+        except RetryableError:
+            self._read_back()
+            raise
+
+    def _read_back(self) -> None:
+        """List the node's slices afresh, for the next pass to plan from."""
+        try:
+            listed = raw.call(self._resource.list_resource_slice, field_selector=self._selector)
+        except ApiError as exc:
+            log.warning("slices.read_back_failed", error=str(exc))
+            return  # the next pass goes by the informer, as before
+        version = _version((listed.get("metadata") or {}).get("resourceVersion"))
+        self._live = (version, list(listed.get("items") or []))
+
+    def _apply(self, desired: list[Object]) -> None:
         plan = plan_sync(self._actual(), desired, self._node_name, self._last_generation)
         self._last_generation = max(self._last_generation, plan.generation)
         if plan.empty:

@@ -14,6 +14,7 @@ from structlog.testing import capture_logs
 
 from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
 from dra_driver.k8s import raw
+from dra_driver.k8s.settings import ApiTimeouts
 from dra_driver.kubeletplugin.publisher import SlicePublisher
 from dra_driver.kubeletplugin.slices import desired_slices
 from dra_driver.nvml.inventory import Card, Health
@@ -68,9 +69,12 @@ def create_node(server: FakeApiServer) -> str:
 
 @contextmanager
 def publishing(
-    server: FakeApiServer, cards: list[Card] | None = None, **options: Any
+    server: FakeApiServer,
+    cards: list[Card] | None = None,
+    timeouts: ApiTimeouts | None = None,
+    **options: Any,
 ) -> Iterator[SlicePublisher]:
-    with server.api_client() as api:
+    with server.api_client(timeouts) as api:
         publisher = SlicePublisher(api, NAMES, NODE, **options)
         publisher.start()
         try:
@@ -203,6 +207,28 @@ def test_api_errors_are_retried(server: FakeApiServer) -> None:
         server.faults.inject(verb="update", resource="resourceslices", status=409, times=1)
         publisher.publish([card(0)])
         assert publisher.wait_published(10)
+    (published,) = slices(server)
+    assert [d["name"] for d in published["spec"]["devices"]] == ["gpu-0"]
+
+
+def test_a_create_whose_answer_never_comes_is_not_repeated_blindly(
+    server: FakeApiServer,
+) -> None:
+    """A created slice whose answer was lost is found by listing, never created twice."""
+    # The informer never hears of the new slice: only a fresh list can show it was stored.
+    server.faults.inject(verb="watch", resource="resourceslices", hang=True)
+    stored = server.faults.inject(
+        verb="create",
+        resource="resourceslices",
+        when=lambda request: "dryRun" not in request.query,  # not the capability probe
+        hang=True,
+        after=True,
+        times=1,
+    )
+    short = ApiTimeouts(connect=1, request=1, watch=30)
+    with publishing(server, [card(0)], short) as publisher:
+        assert publisher.wait_published(15)
+    assert stored.hits == 1
     (published,) = slices(server)
     assert [d["name"] for d in published["spec"]["devices"]] == ["gpu-0"]
 
