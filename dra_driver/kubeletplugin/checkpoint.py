@@ -48,6 +48,49 @@ class PreparedDevice:
 
 
 @dataclasses.dataclass(frozen=True)
+class ShareCard:
+    """A claim's total share of one card."""
+
+    uuid: str
+    cores: int
+    memory_bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ShareInfo:
+    """What the node monitor and the usage metrics know of a claim, from the API server.
+
+    Never from the claim's containers: they write their own regions and environment, and
+    could claim a higher priority or another card there.
+    """
+
+    backend: str
+    isolation: str
+    priority: str
+    pods: tuple[str, ...]
+    """The pods the claim was reserved for when it was prepared."""
+    cards: tuple[ShareCard, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """Serialise for the checkpoint file."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> ShareInfo:
+        """Read back what :meth:`to_json` wrote."""
+        return cls(
+            backend=str(document["backend"]),
+            isolation=str(document["isolation"]),
+            priority=str(document["priority"]),
+            pods=tuple(str(pod) for pod in document.get("pods") or ()),
+            cards=tuple(
+                ShareCard(str(c["uuid"]), int(c["cores"]), int(c["memory_bytes"]))
+                for c in document.get("cards") or ()
+            ),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
 class ClaimEntry:
     """The checkpointed state of one claim."""
 
@@ -58,6 +101,8 @@ class ClaimEntry:
     spec_file: str
     devices: tuple[PreparedDevice, ...] = ()
     spec: dict[str, Any] | None = None
+    share: ShareInfo | None = None
+    """Absent in entries written before it existed (read back as ``None``)."""
 
     def to_json(self) -> dict[str, Any]:
         """Serialise for the checkpoint file (shares ``spec``: dump it, do not change it)."""
@@ -70,6 +115,7 @@ class ClaimEntry:
             "spec_file": self.spec_file,
             "devices": [dataclasses.asdict(device) for device in self.devices],
             "spec": self.spec,
+            **({"share": self.share.to_json()} if self.share is not None else {}),
         }
 
     @classmethod
@@ -93,6 +139,7 @@ class ClaimEntry:
             spec_file=document["spec_file"],
             devices=devices,
             spec=document.get("spec"),
+            share=ShareInfo.from_json(document["share"]) if document.get("share") else None,
         )
 
 

@@ -21,6 +21,7 @@ from dra_driver.cdi import (
     UnsafeNameError,
     UnsupportedPolicyError,
     build_edits,
+    card_limits,
     cdi_device_name,
     check_device_name,
     check_request_name,
@@ -28,7 +29,7 @@ from dra_driver.cdi import (
     qualified_name,
 )
 from dra_driver.k8s.quantity import QuantityError, ceil_int, parse_quantity
-from dra_driver.kubeletplugin.checkpoint import PreparedDevice
+from dra_driver.kubeletplugin.checkpoint import PreparedDevice, ShareCard, ShareInfo
 from dra_driver.kubeletplugin.slices import device_name
 from dra_driver.nvml.inventory import Card
 from dra_driver.structured.config import parent_request, share_config
@@ -47,6 +48,7 @@ class PreparedClaim:
     devices: tuple[PreparedDevice, ...]
     spec: CdiSpec
     config: EffectiveConfig
+    share: ShareInfo
 
 
 def _effective(
@@ -158,7 +160,30 @@ def prepare_claim(
         edits = build_edits(uid, shares, effective, host)
     except UnsupportedPolicyError as exc:
         raise ClaimError(str(exc)) from exc
-    return _assemble(names, uid, results=results, shares=shares, edits=edits, effective=effective)
+    info = _share_info(claim, shares, effective)
+    return _assemble(
+        names, uid, results=results, shares=shares, edits=edits, effective=effective, info=info
+    )
+
+
+def _share_info(claim: Object, shares: Sequence[CardShare], config: EffectiveConfig) -> ShareInfo:
+    """Return what the node monitor and metrics trust about the claim (the API's view)."""
+    reserved = (claim.get("status") or {}).get("reservedFor") or []
+    pods = tuple(
+        str(ref.get("name"))
+        for ref in reserved
+        if isinstance(ref, dict) and ref.get("resource") == "pods" and ref.get("name")
+    )
+    return ShareInfo(
+        backend=str(config.backend),
+        isolation=str(config.isolation),
+        priority=str(config.priority),
+        pods=pods,
+        cards=tuple(
+            ShareCard(limit.card.uuid, limit.cores, limit.memory_bytes)
+            for limit in card_limits(shares)
+        ),
+    )
 
 
 def _assemble(
@@ -169,6 +194,7 @@ def _assemble(
     shares: Sequence[CardShare],
     edits: ContainerEdits,
     effective: EffectiveConfig,
+    info: ShareInfo,
 ) -> PreparedClaim:
     """One CDI device per result, claim-wide edits at spec level (applied once per container)."""
     devices: list[CdiDevice] = []
@@ -196,6 +222,5 @@ def _assemble(
     shared = dataclasses.replace(
         edits, device_nodes=tuple(n for n in edits.device_nodes if n.path not in card_nodes)
     )
-    return PreparedClaim(
-        tuple(answer), CdiSpec(kind=names.cdi_kind, devices=tuple(devices), edits=shared), effective
-    )
+    spec = CdiSpec(kind=names.cdi_kind, devices=tuple(devices), edits=shared)
+    return PreparedClaim(tuple(answer), spec, effective, info)

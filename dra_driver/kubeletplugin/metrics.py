@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Final
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from dra_driver.kubeletplugin.monitor import CardUse
 
 
 class CallMetrics:
@@ -45,3 +53,54 @@ class PluginMetrics:
             "1 if the API server keeps consumable-capacity fields, 0 if it strips them",
             registry=registry,
         )
+
+
+SHARE_LABELS: Final = ("namespace", "pod", "claim", "uuid", "priority", "isolation")
+REFUSAL_REASONS: Final = ("version", "magic", "size", "malformed", "unreadable")
+
+
+class ShareCollector(Collector):
+    """Per-share use of each card, from the node monitor's last period.
+
+    Series come from the claims prepared now, so a claim's go with its unprepare: the label
+    sets stay bounded by what runs on the node.
+    """
+
+    def __init__(
+        self,
+        usage: Callable[[], Iterable[CardUse]],
+        refused: Callable[[], Mapping[str, int]],
+    ) -> None:
+        self._usage, self._refused = usage, refused
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        """Yield the share gauges and the count of region files left alone."""
+        families = {
+            name: GaugeMetricFamily(f"gpushare_share_{name}", text, labels=SHARE_LABELS)
+            for name, text in (
+                ("memory_used_bytes", "memory the share's processes use on the card"),
+                ("memory_limit_bytes", "memory the share may use on the card"),
+                ("sm_utilization_percent", "SM utilisation of the share's processes"),
+                ("suspended", "1 while the share's kernel launches are held for online work"),
+            )
+        }
+        for use in self._usage():
+            info = use.claim.info
+            labels = [
+                use.claim.namespace, ",".join(info.pods), use.claim.name, use.uuid,
+                info.priority, info.isolation,
+            ]  # fmt: skip
+            families["memory_used_bytes"].add_metric(labels, use.memory_used)
+            families["memory_limit_bytes"].add_metric(labels, use.memory_limit)
+            families["sm_utilization_percent"].add_metric(labels, use.sm_util)
+            families["suspended"].add_metric(labels, 1 if use.suspended else 0)
+        yield from families.values()
+        refused = GaugeMetricFamily(
+            "gpushare_hami_regions_refused",
+            "HAMi-core region files the node monitor leaves alone (never written), by reason",
+            labels=["reason"],
+        )
+        counts = self._refused()
+        for reason in (*REFUSAL_REASONS, *sorted(set(counts) - set(REFUSAL_REASONS))):
+            refused.add_metric([reason], counts.get(reason, 0))
+        yield refused

@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from dra_driver.api import Backend
-from dra_driver.settings import flag
+from dra_driver.settings import InvalidSettingError, flag
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +44,19 @@ class KubeletPluginSettings:
     mps_pipe_directory: Path = flag(
         Path("/run/nvidia/mps"), "host directory of the NVIDIA MPS control daemon's pipes"
     )
+    monitor_period: float = flag(
+        1.0,
+        "seconds between two passes of the node monitor over the HAMi-core regions of the "
+        "prepared claims: it suspends offline work while online work is busy on its card and "
+        "lets a lone burst-share task use the idle card; 0 turns it off",
+    )
+
+    def __post_init__(self) -> None:
+        if self.monitor_period < 0:
+            raise InvalidSettingError(
+                "monitor_period",
+                f"must be 0 (off) or a positive number of seconds: {self.monitor_period}",
+            )
 
     def resolved_plugin_dir(self, driver: str) -> Path:
         """Return the plugin directory, defaulting to the kubelet's convention for ``driver``."""

@@ -39,6 +39,7 @@ from dra_driver.kubeletplugin.checkpoint import (
     ClaimState,
     CorruptCheckpointError,
     PreparedDevice,
+    ShareInfo,
 )
 from dra_driver.kubeletplugin.claims import ClaimError, prepare_claim
 from dra_driver.kubeletplugin.locking import file_lock
@@ -82,6 +83,7 @@ class _Plan:
     devices: tuple[PreparedDevice, ...]
     host: HostPaths
     config: EffectiveConfig
+    share: ShareInfo
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,13 +101,18 @@ class NodePaths:
         """Per-node HAMi-core state: the preload file, the lock dir, per-claim caches."""
         return self.plugin_dir / "hami"
 
+    @property
+    def hami_claims_dir(self) -> Path:
+        """Where each hami-core claim's region files are: one directory per claim UID."""
+        return self.hami_dir / "claims"
+
     def host_paths(self, claim_uid: str) -> HostPaths:
         """Return the host paths a claim's container edits point at."""
         return HostPaths(
             driver_root=self.driver_root,
             hami_library=self.hami_core_library,
             hami_preload_file=self.hami_dir / "ld.so.preload",
-            hami_cache_dir=self.hami_dir / "claims" / claim_uid,
+            hami_cache_dir=self.hami_claims_dir / claim_uid,
             hami_lock_dir=self.hami_dir / "lock",
             mps_pipe_dir=self.mps_pipe_directory,
         )
@@ -307,7 +314,10 @@ class ClaimPreparer:
         )
         spec_file = spec_file_name(self._names, ref.uid)
         entry = ClaimEntry(ref.uid, ref.namespace, ref.name, ClaimState.PREPARE_STARTED, spec_file)
-        return _Plan(ref, entry, prepared.spec.to_dict(), prepared.devices, host, prepared.config)
+        return _Plan(
+            ref, entry, prepared.spec.to_dict(), prepared.devices, host, prepared.config,
+            prepared.share,
+        )  # fmt: skip
 
     def _prepare_planned(self, planned: list[_Plan], outcomes: dict[str, Outcome]) -> None:
         try:
@@ -340,7 +350,11 @@ class ClaimPreparer:
                 shutil.rmtree(plan.host.hami_cache_dir, ignore_errors=True)
         completed = [
             dataclasses.replace(
-                plan.entry, state=ClaimState.PREPARE_COMPLETED, devices=plan.devices, spec=plan.spec
+                plan.entry,
+                state=ClaimState.PREPARE_COMPLETED,
+                devices=plan.devices,
+                spec=plan.spec,
+                share=plan.share,
             )
             for plan in written
             if plan.ref.uid not in outcomes
