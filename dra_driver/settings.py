@@ -17,6 +17,7 @@ from dra_driver.logging import LOG_LEVELS, LogFormat
 HELP: Final = "help"
 CHOICES: Final = "choices"
 SHORT: Final = "short"
+POSITIONAL: Final = "positional"
 
 T = TypeVar("T")
 
@@ -31,14 +32,25 @@ class InvalidSettingError(ValueError):
 
 
 def flag(
-    default: T, help: str, *, choices: Sequence[str] | None = None, short: str | None = None
+    default: T,
+    help: str,
+    *,
+    choices: Sequence[str] | None = None,
+    short: str | None = None,
+    positional: bool = False,
 ) -> T:
-    """Declare a settings field: default, help text, allowed values, optional short flag."""
+    """Declare a settings field: default, help text, allowed values, optional short flag.
+
+    A ``positional`` field is a command-line argument (a file to read, say) and reads no
+    environment variable.
+    """
     metadata: dict[str, object] = {HELP: help}
     if choices is not None:
         metadata[CHOICES] = tuple(choices)
     if short is not None:
         metadata[SHORT] = short
+    if positional:
+        metadata[POSITIONAL] = True
     return dataclasses.field(default=default, metadata=metadata)
 
 

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Final
 from dra_driver import __version__
 from dra_driver.cli.flags import settings_from_arguments
 from dra_driver.controller.settings import ControllerSettings
+from dra_driver.hamicore.region import RegionError
+from dra_driver.hamicore.settings import RegionSettings
 from dra_driver.k8s.errors import ApiError
 from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.kubeletplugin.settings import KubeletPluginSettings
@@ -136,6 +138,23 @@ def webhook(invocation: Invocation) -> int:
         invocation.settings(KubeClientSettings),
         invocation.settings(ObservabilitySettings),
     )
+
+
+def region(invocation: Invocation) -> int:
+    """Decode a HAMi-core region file; exit 2 when it is missing, unreadable or unknown."""
+    from dra_driver.hamicore import report  # noqa: PLC0415 - see the module docstring
+
+    settings = invocation.settings(RegionSettings)
+    if settings.file is None:
+        print("gpushare-dra region: error: give the region FILE to decode", file=sys.stderr)  # noqa: T201
+        return EXIT_USAGE
+    try:
+        decoded = report.read_region_file(settings.file)
+    except (RegionError, OSError) as exc:
+        print(f"gpushare-dra region: error: {settings.file}: {exc}", file=sys.stderr)  # noqa: T201
+        return EXIT_USAGE
+    print(report.render(decoded, settings.output))  # noqa: T201
+    return 0
 
 
 def plan(invocation: Invocation) -> int:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from dra_driver.settings import CHOICES, HELP, SHORT, InvalidSettingError
+from dra_driver.settings import CHOICES, HELP, POSITIONAL, SHORT, InvalidSettingError
 
 S = TypeVar("S")
 
@@ -100,6 +100,15 @@ def add_settings_arguments(parser: argparse.ArgumentParser, settings_class: type
     group = parser.add_argument_group(settings_class.__doc__ or settings_class.__name__)
     for field, hint in _fields(settings_class):
         convert = _converter(field, hint)
+        if field.metadata.get(POSITIONAL):
+            group.add_argument(
+                field.name,
+                nargs="?",
+                default=_NOT_GIVEN,
+                metavar=field.name.upper(),
+                help=field.metadata[HELP],
+            )
+            continue
         default = field.default
         shown = "" if default in (None, "") else f"; default: {default}"
         help_text = f"{field.metadata[HELP]} [env: {env_name(field.name)}{shown}]"
@@ -144,7 +153,10 @@ def settings_from_arguments(
             values[field.name] = given
             continue
         if isinstance(given, str):
-            source, raw = flag_name(field.name), given
+            source = field.name.upper() if field.metadata.get(POSITIONAL) else flag_name(field.name)
+            raw = given
+        elif field.metadata.get(POSITIONAL):
+            continue  # an argument, never an environment variable
         else:
             source, raw = env_name(field.name), environ.get(env_name(field.name), "")
             if raw == "":

@@ -14,6 +14,7 @@ from dra_driver.api import DriverNames, InvalidDriverNameError
 from dra_driver.cli import commands
 from dra_driver.cli.flags import SettingsError, add_settings_arguments, settings_from_arguments
 from dra_driver.controller.settings import ControllerSettings
+from dra_driver.hamicore.settings import RegionSettings
 from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.kubeletplugin.settings import KubeletPluginSettings
 from dra_driver.logging import bind, configure_logging
@@ -84,6 +85,12 @@ COMMANDS: Final = (
         "show where workloads would land on an inventory or a live cluster (capacity planning)",
         (PlanSettings,),
         commands.plan,
+    ),
+    Command(
+        "region",
+        "decode a HAMi-core shared region file: limits, processes, memory and SM use, priority",
+        (RegionSettings,),
+        commands.region,
     ),
     Command("version", "print version information", (OutputSettings,), commands.version),
 )

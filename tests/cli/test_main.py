@@ -14,7 +14,7 @@ from dra_driver import __version__
 from dra_driver.cli.flags import env_name
 from dra_driver.cli.main import COMMANDS, build_parser, main
 
-SUBCOMMANDS = ("controller", "kubelet-plugin", "webhook", "simulate", "plan", "version")
+SUBCOMMANDS = ("controller", "kubelet-plugin", "webhook", "simulate", "plan", "region", "version")
 
 
 def test_all_subcommands_exist() -> None:
