@@ -1,13 +1,11 @@
 """Container Device Interface: per-claim spec names and container edits for the kubelet plugin."""
 
 from dra_driver.cdi.backends import (
-    CardLimit,
-    CardShare,
+    ClaimEdits,
     HostPaths,
-    InvalidShareError,
-    UnsupportedPolicyError,
+    build_claim_edits,
     build_edits,
-    card_limits,
+    card_node,
 )
 from dra_driver.cdi.names import (
     UnsafeNameError,
@@ -21,11 +19,19 @@ from dra_driver.cdi.names import (
     qualified_name,
     spec_file_name,
 )
+from dra_driver.cdi.shares import (
+    CardLimit,
+    CardShare,
+    InvalidShareError,
+    UnsupportedPolicyError,
+    card_limits,
+)
 from dra_driver.cdi.spec import (
     CdiDevice,
     CdiSpec,
     ContainerEdits,
     DeviceNode,
+    Hook,
     Mount,
     atomic_write_bytes,
     atomic_write_json,
@@ -40,8 +46,10 @@ __all__ = [
     "CardShare",
     "CdiDevice",
     "CdiSpec",
+    "ClaimEdits",
     "ContainerEdits",
     "DeviceNode",
+    "Hook",
     "HostPaths",
     "InvalidShareError",
     "Mount",
@@ -49,8 +57,10 @@ __all__ = [
     "UnsupportedPolicyError",
     "atomic_write_bytes",
     "atomic_write_json",
+    "build_claim_edits",
     "build_edits",
     "card_limits",
+    "card_node",
     "cdi_device_name",
     "check_card_uuid",
     "check_claim_uid",

@@ -26,6 +26,7 @@ __all__ = [
     "CdiSpec",
     "ContainerEdits",
     "DeviceNode",
+    "Hook",
     "Mount",
     "atomic_write_bytes",
     "atomic_write_json",
@@ -74,6 +75,19 @@ class Mount:
         }
 
 
+@dataclass(frozen=True)
+class Hook:
+    """A program the runtime runs in the container's lifecycle, with the host's binaries."""
+
+    path: str
+    args: tuple[str, ...]
+    hook_name: str = "createContainer"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the CDI ``hooks[]`` entry."""
+        return {"hookName": self.hook_name, "path": self.path, "args": list(self.args)}
+
+
 def _last_wins(items: Iterable[_T], key: Callable[[_T], object]) -> tuple[_T, ...]:
     """Keep one item per key: the last one given, at the place where the key first appeared."""
     merged: dict[object, _T] = {}
@@ -89,12 +103,14 @@ class ContainerEdits:
     env: tuple[str, ...] = ()
     device_nodes: tuple[DeviceNode, ...] = ()
     mounts: tuple[Mount, ...] = ()
+    hooks: tuple[Hook, ...] = ()
 
     def merge(self, other: ContainerEdits) -> ContainerEdits:
         """Return these edits followed by ``other``'s, the later one winning as a runtime does.
 
         A variable, a device node (by path) or a mount (by container path) that both set keeps
-        ``other``'s value; the runtime would replace it the same way when applying both.
+        ``other``'s value; the runtime would replace it the same way when applying both. Hooks
+        add up (the same hook twice is kept once).
         """
         return ContainerEdits(
             env=_last_wins((*self.env, *other.env), lambda entry: entry.partition("=")[0]),
@@ -102,11 +118,12 @@ class ContainerEdits:
                 (*self.device_nodes, *other.device_nodes), lambda node: node.path
             ),
             mounts=_last_wins((*self.mounts, *other.mounts), lambda m: m.container_path),
+            hooks=tuple(dict.fromkeys((*self.hooks, *other.hooks))),
         )
 
     def is_empty(self) -> bool:
         """Whether there is nothing to edit (CDI refuses a device with no edits)."""
-        return not (self.env or self.device_nodes or self.mounts)
+        return not (self.env or self.device_nodes or self.mounts or self.hooks)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the CDI ``containerEdits`` object; empty lists are left out, as CDI does."""
@@ -117,6 +134,8 @@ class ContainerEdits:
             edits["deviceNodes"] = [node.to_dict() for node in self.device_nodes]
         if self.mounts:
             edits["mounts"] = [mount.to_dict() for mount in self.mounts]
+        if self.hooks:
+            edits["hooks"] = [hook.to_dict() for hook in self.hooks]
         return edits
 
 

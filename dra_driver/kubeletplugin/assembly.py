@@ -21,11 +21,13 @@ from dra_driver.k8s import raw
 from dra_driver.kubeletplugin.grpcserver import PluginServer
 from dra_driver.kubeletplugin.metrics import PluginMetrics, ShareCollector
 from dra_driver.kubeletplugin.monitor import RegionMonitor, monitored_claims
+from dra_driver.kubeletplugin.prerequisites import Prerequisites, backend_problem, driver_problem
 from dra_driver.kubeletplugin.publisher import SlicePublisher
 from dra_driver.kubeletplugin.settings import KubeletPluginSettings
 from dra_driver.kubeletplugin.state import ClaimPreparer, NodePaths
 from dra_driver.logging import get_logger
 from dra_driver.metrics.watchdog import Heartbeat, Watched, register_silence, stall_reason
+from dra_driver.nvml.driverfiles import DriverFiles, describe, find_driver_files
 from dra_driver.nvml.inventory import Card, Health
 from dra_driver.nvml.source import CardSource, DiscoveryError
 
@@ -106,6 +108,7 @@ class PluginParts:
     """Everything the plugin runs; :func:`build` makes one."""
 
     settings: KubeletPluginSettings
+    prerequisites: Prerequisites
     registry: CollectorRegistry
     metrics: PluginMetrics
     publisher: SlicePublisher
@@ -133,10 +136,17 @@ class PluginParts:
             "slices": lambda: (
                 None if self.publisher.wait_published(0) else "ResourceSlices not published yet"
             ),
+            "prerequisites": self.prerequisites.not_ready,
         }
+
+    def refresh(self) -> None:
+        """Discover the cards again, and check the prerequisites if a minute has passed."""
+        self.cards.refresh()
+        self.prerequisites.refresh()
 
     def start(self) -> None:
         """Publish, reconcile the checkpoint, start the monitor, then serve the kubelet."""
+        self.prerequisites.refresh(force=True)
         self.publisher.start()
         self.cards.refresh()
         self.preparer.start()
@@ -160,6 +170,10 @@ def build(
     sockets: tuple[Path, Path],
 ) -> PluginParts:
     """Wire the plugin's parts; nothing starts yet."""
+    fake = settings.gpu_inventory is not None
+    files = DriverFiles() if fake else find_driver_files(settings.driver_root, source.version())
+    if files.files:
+        log.info("plugin.driver_files", files=describe(files.files))
     registry = CollectorRegistry()
     metrics = PluginMetrics(registry)
     publisher = SlicePublisher(api_client, names, settings.node_name)
@@ -171,7 +185,20 @@ def build(
         driver_root=settings.driver_root,
         hami_core_library=settings.hami_core_library,
         mps_pipe_directory=settings.mps_pipe_directory,
+        mps_shm_directory=settings.mps_shm_directory,
+        driver_files=files,
+        ldcache_hook=settings.nvidia_cdi_hook or None,
     )
+
+    def check() -> list[str]:
+        found = [
+            backend_problem(
+                settings.backend, settings.hami_core_library, settings.mps_pipe_directory
+            ),
+            None if fake else driver_problem(files, settings.driver_root),
+        ]
+        return [problem for problem in found if problem is not None]
+
     preparer = ClaimPreparer(
         names,
         settings.node_name,
@@ -197,6 +224,9 @@ def build(
         cards=cards.current,
         metrics=metrics,
     )
-    parts = PluginParts(settings, registry, metrics, publisher, cards, preparer, monitor, server)
+    parts = PluginParts(
+        settings, Prerequisites(check), registry, metrics, publisher, cards, preparer, monitor,
+        server,
+    )  # fmt: skip
     register_silence(registry, parts.loops)
     return parts

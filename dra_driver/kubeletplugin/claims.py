@@ -16,12 +16,14 @@ from dra_driver.cdi import (
     CardShare,
     CdiDevice,
     CdiSpec,
+    ClaimEdits,
     ContainerEdits,
     HostPaths,
     UnsafeNameError,
     UnsupportedPolicyError,
-    build_edits,
+    build_claim_edits,
     card_limits,
+    card_node,
     cdi_device_name,
     check_device_name,
     check_request_name,
@@ -114,9 +116,11 @@ def _share(result: Object, card: Card) -> CardShare:
         )
     except QuantityError as exc:
         raise ClaimError(f"result for device {result['device']}: {exc}") from exc
+    # The parent request of a firstAvailable subrequest: the name containers give, and the
+    # one the kubelet matches devices by.
     return CardShare(
         card=card, cores=cores, memory_bytes=memory, share_id=result.get("shareID"),
-        request=result["request"],
+        request=parent_request(result["request"]),
     )  # fmt: skip
 
 
@@ -157,12 +161,26 @@ def prepare_claim(
     if effective.backend is None:
         effective = dataclasses.replace(effective, backend=default_backend)
     try:
-        edits = build_edits(uid, shares, effective, host)
+        edits = build_claim_edits(uid, shares, effective, host)
     except UnsupportedPolicyError as exc:
         raise ClaimError(str(exc)) from exc
     info = _share_info(claim, shares, effective)
+    if effective.backend is Backend.HAMI_CORE and len(info.pods) > 1:
+        # One accounting region per request: the pods' processes cannot see each other, and
+        # HAMi-core forgets the ones it cannot see, so each pod would erase the other's use.
+        raise ClaimError(
+            f"the claim is reserved for pods {', '.join(info.pods)}: with backend hami-core a "
+            "claim serves one pod; give each pod a claim of its own (a ResourceClaimTemplate)"
+        )
     return _assemble(
-        names, uid, results=results, shares=shares, edits=edits, effective=effective, info=info
+        names,
+        uid,
+        results=results,
+        shares=shares,
+        edits=edits,
+        effective=effective,
+        info=info,
+        host=host,
     )
 
 
@@ -192,35 +210,38 @@ def _assemble(
     *,
     results: Sequence[Object],
     shares: Sequence[CardShare],
-    edits: ContainerEdits,
+    edits: ClaimEdits,
     effective: EffectiveConfig,
     info: ShareInfo,
+    host: HostPaths,
 ) -> PreparedClaim:
-    """One CDI device per result, claim-wide edits at spec level (applied once per container)."""
+    """One CDI device per result, carrying its card and its request's limits.
+
+    Claim-wide edits sit at spec level, applied once to every container that gets any of the
+    claim's devices; each device brings its own card's node and its request's per-card
+    environment, so a container naming one request is told that request's shares, numbered
+    over that request's cards, and nothing of the others'.
+    """
     devices: list[CdiDevice] = []
     answer: list[PreparedDevice] = []
-    for index, (result, share) in enumerate(zip(results, shares, strict=True)):
+    positions: dict[str, int] = {}
+    for result, share in zip(results, shares, strict=True):
+        position = positions.get(share.request, 0)
+        positions[share.request] = position + 1
         name = cdi_device_name(uid, result["device"], result.get("shareID"))
-        node_path = f"/dev/nvidia{share.card.minor}"
-        nodes = tuple(n for n in edits.device_nodes if n.path == node_path)
-        # A CDI device needs at least one edit of its own; the share ID identifies it.
         own = ContainerEdits(
-            env=(f"GPUSHARE_SHARE_{index}={result.get('shareID') or 'whole-card'}",),
-            device_nodes=nodes,
+            env=(f"GPUSHARE_SHARE_{position}={result.get('shareID') or 'whole-card'}",),
+            device_nodes=(card_node(share.card, host),),
         )
-        devices.append(CdiDevice(name=name, edits=own))
+        devices.append(CdiDevice(name=name, edits=edits.requests[share.request].merge(own)))
         answer.append(
             PreparedDevice(
-                request_names=(parent_request(result["request"]),),
+                request_names=(share.request,),
                 pool_name=result["pool"],
                 device_name=result["device"],
                 cdi_device_ids=(qualified_name(names, name),),
                 share_id=result.get("shareID"),
             )
         )
-    card_nodes = {f"/dev/nvidia{s.card.minor}" for s in shares}
-    shared = dataclasses.replace(
-        edits, device_nodes=tuple(n for n in edits.device_nodes if n.path not in card_nodes)
-    )
-    spec = CdiSpec(kind=names.cdi_kind, devices=tuple(devices), edits=shared)
+    spec = CdiSpec(kind=names.cdi_kind, devices=tuple(devices), edits=edits.claim)
     return PreparedClaim(tuple(answer), spec, effective, info)

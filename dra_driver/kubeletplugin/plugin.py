@@ -81,7 +81,7 @@ def run(
         parts.start()
         log.info("plugin.started", plugin_dir=str(plugin_dir), cdi_root=str(settings.cdi_root))
         while not stop.wait(_REDISCOVER_SECONDS):
-            parts.cards.refresh()
+            parts.refresh()
     finally:
         log.info("plugin.stopping")
         parts.stop()

@@ -44,6 +44,17 @@ class KubeletPluginSettings:
     mps_pipe_directory: Path = flag(
         Path("/run/nvidia/mps"), "host directory of the NVIDIA MPS control daemon's pipes"
     )
+    mps_shm_directory: Path = flag(
+        Path("/run/nvidia/mps/shm"),
+        "host directory of the NVIDIA MPS control daemon's shared memory; mounted at /dev/shm "
+        "in containers of mps claims",
+    )
+    nvidia_cdi_hook: str = flag(
+        "",
+        "host path of the NVIDIA Container Toolkit's nvidia-cdi-hook (e.g. "
+        "/usr/bin/nvidia-cdi-hook); when set, containers get an ld.so cache update for the "
+        "driver libraries mounted into them",
+    )
     monitor_period: float = flag(
         1.0,
         "seconds between two passes of the node monitor over the HAMi-core regions of the "

@@ -44,6 +44,7 @@ from dra_driver.kubeletplugin.checkpoint import (
 from dra_driver.kubeletplugin.claims import ClaimError, prepare_claim
 from dra_driver.kubeletplugin.locking import file_lock
 from dra_driver.logging import bound, get_logger
+from dra_driver.nvml.driverfiles import DriverFiles
 from dra_driver.nvml.inventory import Card
 
 log = get_logger(__name__)
@@ -95,6 +96,9 @@ class NodePaths:
     driver_root: Path
     hami_core_library: Path
     mps_pipe_directory: Path
+    mps_shm_directory: Path | None = None
+    driver_files: DriverFiles = dataclasses.field(default_factory=DriverFiles)
+    ldcache_hook: str | None = None
 
     @property
     def hami_dir(self) -> Path:
@@ -115,6 +119,10 @@ class NodePaths:
             hami_cache_dir=self.hami_claims_dir / claim_uid,
             hami_lock_dir=self.hami_dir / "lock",
             mps_pipe_dir=self.mps_pipe_directory,
+            mps_shm_dir=self.mps_shm_directory,
+            driver_files=tuple((f.host_path, f.container_path) for f in self.driver_files.files),
+            ldcache_hook=self.ldcache_hook,
+            ldcache_dirs=self.driver_files.library_dirs,
         )
 
 
@@ -170,8 +178,11 @@ class ClaimPreparer:
     def start(self) -> None:
         """Load the checkpoint and reconcile it with the CDI directory."""
         hami = self._paths.hami_dir
-        for path in (self._paths.plugin_dir, self._paths.cdi_root, hami / "lock", hami / "claims"):
+        for path in (self._paths.plugin_dir, self._paths.cdi_root, hami / "claims"):
             path.mkdir(parents=True, exist_ok=True)
+        # HAMi-core (up to 2.8.0) takes its lock there as whatever user the container runs as:
+        # without write access for all (and the sticky bit), non-root CUDA processes hang.
+        ensure_directory(hami / "lock", 0o1777)
         # Rewritten by rename on every start: never written through a symlink, always complete.
         atomic_write_bytes(hami / "ld.so.preload", (HAMI_LIBRARY_PATH + "\n").encode())
         with self._exclusive():

@@ -2,8 +2,10 @@
 
 ``/validate`` judges ResourceClaims and ResourceClaimTemplates at creation (their spec is
 immutable, so an update never needs judging, and the controller's own finalizer updates never
-wait for this webhook); ``/mutate`` gates pods at creation. The cluster's state comes through
-:class:`Cluster`, which the informer cache implements and tests fake.
+wait for this webhook); ``/mutate`` refuses pods whose containers could not each be told
+their own shares (:mod:`dra_driver.webhook.containers`) and gates the others at creation.
+The cluster's state comes through :class:`Cluster`, which the informer cache implements and
+tests fake.
 
 Anything that is not a decision is not a 200: a malformed review is a 400, a review before the
 cache is synced a 503, a bug a 500. kube-apiserver then applies the webhook's
@@ -17,12 +19,13 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Final, Protocol
 
-from dra_driver.api import DriverNames
+from dra_driver.api import Backend, DriverNames
 from dra_driver.logging import get_logger
 from dra_driver.webhook import review
 from dra_driver.webhook.capacity import Limits
 from dra_driver.webhook.claims import validate_claim_spec
-from dra_driver.webhook.pods import cached_or_fetched, gate_patch
+from dra_driver.webhook.containers import container_problems
+from dra_driver.webhook.pods import cached_or_fetched, gate_patch, once
 from dra_driver.webhook.review import AdmissionRequest, MalformedReviewError
 
 Object = Mapping[str, Any]
@@ -87,9 +90,12 @@ Decide = Callable[[AdmissionRequest], tuple[bytes, str]]
 class Admission:
     """Decides reviews for one driver against one cluster."""
 
-    def __init__(self, names: DriverNames, cluster: Cluster) -> None:
+    def __init__(
+        self, names: DriverNames, cluster: Cluster, default_backend: Backend = Backend.HAMI_CORE
+    ) -> None:
         self._names = names
         self._cluster = cluster
+        self._default_backend = default_backend
 
     def validate(self, body: bytes) -> Outcome:
         """Answer a validating review of a ResourceClaim or ResourceClaimTemplate."""
@@ -159,12 +165,28 @@ class Admission:
         ):
             return review.allowed(request.uid), "allowed"
         cluster = self._cluster
+        # One live read per missing object per review, however often it is looked up.
+        templates = once(cached_or_fetched(cluster.template, cluster.fetch_template))
+        claims = once(cached_or_fetched(cluster.claim, cluster.fetch_claim))
+        classes = cluster.device_classes()
+        problems = container_problems(
+            pod,
+            names=self._names,
+            classes=classes,
+            templates=templates,
+            claims=claims,
+            namespace=request.namespace,
+            default_backend=self._default_backend,
+        )
+        if problems:
+            log.info("webhook.pod_denied", namespace=request.namespace, name=request.name)
+            return review.denied(request.uid, problems), "denied"
         patch = gate_patch(
             pod,
             names=self._names,
-            classes=cluster.device_classes(),
-            templates=cached_or_fetched(cluster.template, cluster.fetch_template),
-            claims=cached_or_fetched(cluster.claim, cluster.fetch_claim),
+            classes=classes,
+            templates=templates,
+            claims=claims,
             namespace=request.namespace,
         )
         if not patch:

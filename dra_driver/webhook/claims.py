@@ -23,7 +23,7 @@ from dra_driver.api import (
     merge_configs,
 )
 from dra_driver.api.errors import quote
-from dra_driver.cdi.backends import unsupported_policy
+from dra_driver.cdi.policy import unsupported_policy
 from dra_driver.structured import cel
 from dra_driver.structured.classes import class_driver, device_entries
 from dra_driver.structured.config import applies_to, parent_request
@@ -235,6 +235,7 @@ def _check_entry(
         problem = unsupported_policy(
             effective.backend,
             effective.isolation,
+            priority=effective.priority,
             cores=[(f"request {quote(entry.result)}", cores)],
             cards=count,
         )

@@ -33,6 +33,19 @@ def cached_or_fetched(cached: Lookup, fetch: Lookup) -> Lookup:
     return lookup
 
 
+def once(lookup: Lookup) -> Lookup:
+    """Remember each answer of ``lookup``, missing ones included, for one review."""
+    answers: dict[tuple[str, str], Object | None] = {}
+
+    def remembered(namespace: str, name: str) -> Object | None:
+        key = (namespace, name)
+        if key not in answers:
+            answers[key] = lookup(namespace, name)
+        return answers[key]
+
+    return remembered
+
+
 def gate_patch(
     pod: Object,
     *,

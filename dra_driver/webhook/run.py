@@ -57,7 +57,7 @@ class Webhook:
             )
             self.cache = ClusterCache(api_client, names)
             self.server = WebhookServer(
-                Admission(names, self.cache),
+                Admission(names, self.cache, settings.backend),
                 tls,
                 metrics,
                 registry,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from dra_driver.api import Backend
 from dra_driver.settings import flag
 
 
@@ -22,6 +23,11 @@ class WebhookSettings:
     )
     webhook_request_timeout: float = flag(
         10.0, "seconds a client has to send a whole request once it started one"
+    )
+    backend: Backend = flag(
+        Backend.HAMI_CORE,
+        "the kubelet plugins' default backend (their --backend): how pods using claims whose "
+        "config names no backend are judged",
     )
     webhook_enabled: bool = flag(
         False,

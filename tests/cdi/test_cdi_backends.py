@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -24,10 +25,12 @@ from dra_driver.api import Backend, Isolation, Priority
 from dra_driver.cdi import (
     ContainerEdits,
     DeviceNode,
+    Hook,
     InvalidShareError,
     Mount,
     UnsafeNameError,
     UnsupportedPolicyError,
+    build_claim_edits,
     build_edits,
     card_limits,
 )
@@ -49,16 +52,25 @@ HAMI_MOUNTS = (
 MPS_MOUNTS = (Mount("/run/nvidia/mps", "/tmp/nvidia-mps", RW),)
 
 
-def common(isolation: str, priority: str, backend: str, cores: int, memory: int) -> tuple[str, ...]:
+def claim_env(isolation: str, priority: str, backend: str) -> tuple[str, ...]:
+    """Return what every container of the claim gets, before the backend's claim-wide items."""
     return (
         "CUDA_DEVICE_ORDER=PCI_BUS_ID",
+        "NVIDIA_VISIBLE_DEVICES=void",
         f"GPUSHARE_CLAIM_UID={UID}",
-        f"GPUSHARE_DEVICE_UUIDS={U0}",
-        f"GPUSHARE_CORES_0={cores}",
-        f"GPUSHARE_MEMORY_BYTES_0={memory}",
         f"GPUSHARE_ISOLATION={isolation}",
         f"GPUSHARE_PRIORITY={priority}",
         f"GPUSHARE_BACKEND={backend}",
+    )
+
+
+def request_env(cores: int, memory: int) -> tuple[str, ...]:
+    """Return the GPUSHARE_* items of request "gpu" on one card."""
+    return (
+        "GPUSHARE_REQUEST=gpu",
+        f"GPUSHARE_DEVICE_UUIDS={U0}",
+        f"GPUSHARE_CORES_0={cores}",
+        f"GPUSHARE_MEMORY_BYTES_0={memory}",
     )
 
 
@@ -73,18 +85,20 @@ def test_hami_core_fixed_share_online_full_table() -> None:
     assert edits == ContainerEdits(
         env=(
             "CUDA_DEVICE_ORDER=PCI_BUS_ID",
+            "NVIDIA_VISIBLE_DEVICES=void",
             f"GPUSHARE_CLAIM_UID={UID}",
-            "GPUSHARE_DEVICE_UUIDS=GPU-00000000-aaaa-4bbb-8ccc-dddddddddddd",
-            "GPUSHARE_CORES_0=30",
-            "GPUSHARE_MEMORY_BYTES_0=5368709120",
             "GPUSHARE_ISOLATION=fixed-share",
             "GPUSHARE_PRIORITY=online",
             "GPUSHARE_BACKEND=hami-core",
-            "CUDA_DEVICE_MEMORY_LIMIT_0=5120m",
-            "CUDA_DEVICE_SM_LIMIT_0=30",
             "GPU_CORE_UTILIZATION_POLICY=force",
             "CUDA_TASK_PRIORITY=0",
-            "CUDA_DEVICE_MEMORY_SHARED_CACHE=/usr/local/vgpu/cache/cudevshr.cache",
+            "GPUSHARE_REQUEST=gpu",
+            "GPUSHARE_DEVICE_UUIDS=GPU-00000000-aaaa-4bbb-8ccc-dddddddddddd",
+            "GPUSHARE_CORES_0=30",
+            "GPUSHARE_MEMORY_BYTES_0=5368709120",
+            "CUDA_DEVICE_MEMORY_LIMIT_0=5120m",
+            "CUDA_DEVICE_SM_LIMIT_0=30",
+            "CUDA_DEVICE_MEMORY_SHARED_CACHE=/usr/local/vgpu/cache/gpu.cache",
         ),
         device_nodes=(
             DeviceNode("/dev/nvidia0", None, "rw"),
@@ -102,7 +116,6 @@ HAMI_TABLE = [
     (Isolation.BURST_SHARE, Priority.ONLINE, "default", "0"),
     (Isolation.BURST_SHARE, Priority.OFFLINE, "default", "1"),
     (Isolation.BEST_EFFORT, Priority.ONLINE, "disable", "0"),
-    (Isolation.BEST_EFFORT, Priority.OFFLINE, "disable", "1"),
     (Isolation.EXCLUSIVE, Priority.ONLINE, "disable", "0"),
     (Isolation.EXCLUSIVE, Priority.OFFLINE, "disable", "1"),
 ]
@@ -117,12 +130,13 @@ def test_hami_core_table(
     edits = build_edits(UID, [share(CARD, cores, memory)], config(isolation, priority), HOST)
     assert edits == ContainerEdits(
         env=(
-            *common(isolation, priority, "hami-core", cores, memory),
-            f"CUDA_DEVICE_MEMORY_LIMIT_0={memory // MIB}m",
-            f"CUDA_DEVICE_SM_LIMIT_0={cores}",
+            *claim_env(isolation, priority, "hami-core"),
             f"GPU_CORE_UTILIZATION_POLICY={policy}",
             f"CUDA_TASK_PRIORITY={task_priority}",
-            "CUDA_DEVICE_MEMORY_SHARED_CACHE=/usr/local/vgpu/cache/cudevshr.cache",
+            *request_env(cores, memory),
+            f"CUDA_DEVICE_MEMORY_LIMIT_0={memory // MIB}m",
+            f"CUDA_DEVICE_SM_LIMIT_0={cores}",
+            "CUDA_DEVICE_MEMORY_SHARED_CACHE=/usr/local/vgpu/cache/gpu.cache",
         ),
         device_nodes=NODES,
         mounts=HAMI_MOUNTS,
@@ -150,11 +164,12 @@ def test_mps_table(
     )
     assert edits == ContainerEdits(
         env=(
-            *common(isolation, priority, "mps", cores, memory),
+            *claim_env(isolation, priority, "mps"),
             "CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps",
+            f"CUDA_MPS_CLIENT_PRIORITY={client_priority}",
+            *request_env(cores, memory),
             f"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0={memory // MIB}M",
             *threads,
-            f"CUDA_MPS_CLIENT_PRIORITY={client_priority}",
         ),
         device_nodes=NODES,
         mounts=MPS_MOUNTS,
@@ -170,7 +185,8 @@ def test_none_backend_sets_only_the_common_items(isolation: Isolation, priority:
         UID, [share(CARD, cores, memory)], config(isolation, priority, Backend.NONE), HOST
     )
     assert edits == ContainerEdits(
-        env=common(isolation, priority, "none", cores, memory), device_nodes=NODES
+        env=(*claim_env(isolation, priority, "none"), *request_env(cores, memory)),
+        device_nodes=NODES,
     )
 
 
@@ -191,23 +207,20 @@ def test_two_cards_are_numbered_by_pci_bus_not_host_index() -> None:
     shares = [share(high, 30, 5 * GIB, SHARE_1), share(low, 40, 2 * GIB, SHARE_2)]
     edits = build_edits(UID, shares, config(), HOST)
     assert edits.env == (
-        "CUDA_DEVICE_ORDER=PCI_BUS_ID",
-        f"GPUSHARE_CLAIM_UID={UID}",
+        *claim_env("fixed-share", "online", "hami-core"),
+        "GPU_CORE_UTILIZATION_POLICY=force",
+        "CUDA_TASK_PRIORITY=0",
+        "GPUSHARE_REQUEST=gpu",
         f"GPUSHARE_DEVICE_UUIDS={card_uuid(1)},{card_uuid(0)}",
         "GPUSHARE_CORES_0=40",
         f"GPUSHARE_MEMORY_BYTES_0={2 * GIB}",
         "GPUSHARE_CORES_1=30",
         f"GPUSHARE_MEMORY_BYTES_1={5 * GIB}",
-        "GPUSHARE_ISOLATION=fixed-share",
-        "GPUSHARE_PRIORITY=online",
-        "GPUSHARE_BACKEND=hami-core",
         "CUDA_DEVICE_MEMORY_LIMIT_0=2048m",
         "CUDA_DEVICE_SM_LIMIT_0=40",
         "CUDA_DEVICE_MEMORY_LIMIT_1=5120m",
         "CUDA_DEVICE_SM_LIMIT_1=30",
-        "GPU_CORE_UTILIZATION_POLICY=force",
-        "CUDA_TASK_PRIORITY=0",
-        "CUDA_DEVICE_MEMORY_SHARED_CACHE=/usr/local/vgpu/cache/cudevshr.cache",
+        "CUDA_DEVICE_MEMORY_SHARED_CACHE=/usr/local/vgpu/cache/gpu.cache",
     )
     assert edits.device_nodes == (DeviceNode("/dev/nvidia1"), DeviceNode("/dev/nvidia0"), *CONTROL)
 
@@ -388,3 +401,67 @@ def test_unsafe_card_uuid_never_reaches_the_env() -> None:
     object.__setattr__(forged, "uuid", "GPU-a,GPU-b")
     with pytest.raises(UnsafeNameError, match=r'^invalid card UUID "GPU-a,GPU-b"'):
         build_edits(UID, [share(forged)], config(backend=Backend.NONE), HOST)
+
+
+def test_hami_core_refuses_offline_best_effort() -> None:
+    """An offline task HAMi-core never rate-limits could never be held for online work."""
+    message = _refusal([share(CARD, 30, 5 * GIB)], config(Isolation.BEST_EFFORT, Priority.OFFLINE))
+    assert message == (
+        'backend "hami-core": isolation "best-effort": HAMi-core holds an offline task\'s kernel '
+        "launches only while it limits the task's cores, and best-effort never limits them: "
+        'the task could not be suspended for online work; use isolation "fixed-share" or '
+        '"burst-share", or priority "online"'
+    )
+
+
+def test_requests_get_their_own_limits_numbered_from_zero_and_their_own_region() -> None:
+    """Two requests on two cards: each numbers its card 0, and names its own region file."""
+    first, second = card(0, 0x3B), card(1, 0x1A)
+    edits = build_claim_edits(
+        UID,
+        [share(first, 40, 8 * GIB, request="a"), share(second, 10, 2 * GIB, request="b")],
+        config(),
+        HOST,
+    )
+    a, b = (dict(e.partition("=")[::2] for e in edits.requests[r].env) for r in ("a", "b"))
+    assert (a["CUDA_DEVICE_MEMORY_LIMIT_0"], a["CUDA_DEVICE_SM_LIMIT_0"]) == ("8192m", "40")
+    assert (b["CUDA_DEVICE_MEMORY_LIMIT_0"], b["CUDA_DEVICE_SM_LIMIT_0"]) == ("2048m", "10")
+    assert a["CUDA_DEVICE_MEMORY_SHARED_CACHE"] == "/usr/local/vgpu/cache/a.cache"
+    assert b["CUDA_DEVICE_MEMORY_SHARED_CACHE"] == "/usr/local/vgpu/cache/b.cache"
+    assert not any(entry.startswith("CUDA_DEVICE_") for entry in edits.claim.env[1:])
+    with pytest.raises(InvalidShareError, match="a container gets one request's"):
+        build_edits(UID, [share(first, request="a"), share(second, request="b")], config(), HOST)
+
+
+def test_driver_files_are_mounted_read_only_with_an_ld_cache_hook() -> None:
+    """Every container of the claim gets the driver's files, and the toolkit's hook if known."""
+    files = (
+        ("/run/nvidia/driver/usr/lib64/libcuda.so.550.54.15", "/usr/lib64/libcuda.so.550.54.15"),
+        ("/run/nvidia/driver/usr/lib64/libcuda.so.550.54.15", "/usr/lib64/libcuda.so.1"),
+    )
+    host = host_with(driver_root=Path("/run/nvidia/driver"))
+    host = dataclasses.replace(
+        host,
+        driver_files=files,
+        ldcache_hook="/usr/bin/nvidia-cdi-hook",
+        ldcache_dirs=("/usr/lib64",),
+    )
+    edits = build_edits(UID, [share(CARD)], config(backend=Backend.NONE), host)
+    assert [m for m in edits.mounts if m.container_path.startswith("/usr/lib64")] == [
+        Mount(host_file, target, RO) for host_file, target in files
+    ]
+    assert edits.hooks == (
+        Hook(
+            "/usr/bin/nvidia-cdi-hook",
+            ("nvidia-cdi-hook", "update-ldcache", "--folder", "/usr/lib64"),
+        ),
+    )
+    without = build_edits(UID, [share(CARD)], config(backend=Backend.NONE), HOST)
+    assert without.hooks == ()
+
+
+def test_mps_clients_get_the_daemons_shared_memory() -> None:
+    """The control daemon's /dev/shm directory is mounted where clients look for it."""
+    host = dataclasses.replace(HOST, mps_shm_dir=Path("/run/nvidia/mps/shm"))
+    edits = build_edits(UID, [share(CARD, 30, GIB)], config(backend=Backend.MPS), host)
+    assert Mount("/run/nvidia/mps/shm", "/dev/shm", RW) in edits.mounts

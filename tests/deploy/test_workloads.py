@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -106,7 +107,7 @@ def test_chart_defaults_are_the_cli_defaults(rendered: Callable[[str], Rendered]
         str(w.tls_key_file),
     )
     assert controller["METRICS_PORT"] == plugin["METRICS_PORT"] == str(o.metrics_port)
-    assert plugin["BACKEND"] == p.backend
+    assert plugin["BACKEND"] == controller["BACKEND"] == p.backend == w.backend
     assert plugin["PLUGIN_REGISTRY_DIR"] == str(p.plugin_registry_dir)
     assert plugin["PLUGIN_DIR"] == str(p.resolved_plugin_dir("gpushare.dra.dev"))
     assert plugin["CDI_ROOT"] == str(p.cdi_root)
@@ -213,7 +214,8 @@ def test_kubelet_plugin_mounts_host_dirs_at_their_host_paths(
     # Driver root / (driver on the host): NVML from the NVIDIA Container Toolkit.
     assert env["DRIVER_ROOT"] == "/"
     assert env["NVIDIA_VISIBLE_DEVICES"] == "all"
-    assert env["NVIDIA_DRIVER_CAPABILITIES"] == "utility"
+    # compute too: libcuda and its companions, which the plugin mounts into containers.
+    assert env["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"
 
 
 def test_kubelet_plugin_mounts_a_driver_root_and_its_runtime_class(
@@ -259,12 +261,35 @@ def test_hami_core_installer_copies_the_library_to_the_plugin_path(
     assert volume["hostPath"] == {"path": "/usr/local/vgpu", "type": "DirectoryOrCreate"}
     (container,) = pod["containers"]
     script = container["args"][0]
-    assert "source='/k8s-vgpu/lib/nvidia/libvgpu.so'" in script
     assert "target=/host-library/'libvgpu.so'" in script
     assert 'mv -f "$target.tmp.$$" "$target"' in script  # atomic replacement
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert "privileged" not in container["securityContext"]
     assert rendered("defaults").names("DaemonSet") == ["gpushare-kubelet-plugin"]
+
+
+def test_the_installer_copies_the_newest_versioned_library(
+    rendered: Callable[[str], Rendered], tmp_path: Path
+) -> None:
+    """Run the rendered script: of libvgpu.so.v2.4.0 and .v2.8.2 in the image, 2.8.2 lands."""
+    installer = rendered("all-options").one("DaemonSet", "gpushare-hami-core-installer")
+    script = installer["spec"]["template"]["spec"]["containers"][0]["args"][0]
+    image, host = tmp_path / "k8s-vgpu/lib/nvidia", tmp_path / "host-library"
+    image.mkdir(parents=True)
+    host.mkdir()
+    for version in ("v2.4.0", "v2.8.2", "v2.10.0"):
+        (image / f"libvgpu.so.{version}").write_text(version)
+    # The copy, without the idling that keeps the DaemonSet's pod running.
+    script = script.split("trap ", 1)[0]
+    script = script.replace("/k8s-vgpu/lib/nvidia", str(image)).replace("/host-library", str(host))
+    done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert (host / "libvgpu.so").read_text() == "v2.10.0"  # version order, not text order
+    assert [p.name for p in host.iterdir()] == ["libvgpu.so"]
+    empty = script.replace(str(image), str(tmp_path / "nowhere"))
+    failed = subprocess.run(["/bin/sh", "-c", empty], capture_output=True, text=True, check=False)
+    assert failed.returncode == 1
+    assert "nothing matches" in failed.stderr
 
 
 def test_metrics_services_and_service_monitor_cover_every_component(

@@ -292,3 +292,72 @@ def test_killed_mid_prepare_leaves_one_consistent_claim(
 def _swallow(call: Any) -> None:
     with contextlib.suppress(grpc.RpcError):  # the server is killed mid-call: that is the point
         call()
+
+
+# -- each container is told its own shares (the runtime's CDI injection rules) --------------
+
+
+def two_request_template() -> dict[str, Any]:
+    """One claim asking for a 40-core 8Gi share (request a) and a 10-core 2Gi one (b)."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "two"},
+        "spec": {"spec": {"devices": {"requests": [
+            {"name": "a", "exactly": {"deviceClassName": DRIVER,
+                                      "capacity": {"requests": {"cores": "40", "memory": "8Gi"}}}},
+            {"name": "b", "exactly": {"deviceClassName": DRIVER,
+                                      "capacity": {"requests": {"cores": "10", "memory": "2Gi"}}}},
+        ]}}},
+    }  # fmt: skip
+
+
+def pod_per_request(name: str) -> dict[str, Any]:
+    containers = [
+        {"name": r, "image": "cuda", "resources": {"claims": [{"name": "gpus", "request": r}]}}
+        for r in ("a", "b")
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "two"}],
+            "containers": containers,
+        },
+    }
+
+
+def container_env(cluster: FakeCluster, pod: str, container: str) -> dict[str, str]:
+    core = client.CoreV1Api(cluster.api)
+    cluster.wait_for(
+        lambda: (
+            raw.call(core.read_namespaced_pod, pod, "default")["status"].get("phase") == "Running"
+        ),
+        f"pod {pod} to run",
+        timeout=20,
+    )
+    return cluster.kubelets["node-a"].containers[("default", pod, container)].env
+
+
+def test_a_container_per_request_is_told_its_own_request_only(
+    cluster: FakeCluster, plugin: Plugin
+) -> None:
+    """Container a gets 8192m/40, container b 2048m/10, each on ordinal 0, each its region."""
+    cluster.apply([two_request_template(), pod_per_request("p")])
+    a, b = container_env(cluster, "p", "a"), container_env(cluster, "p", "b")
+    assert (a["CUDA_DEVICE_MEMORY_LIMIT_0"], a["CUDA_DEVICE_SM_LIMIT_0"]) == ("8192m", "40")
+    assert (b["CUDA_DEVICE_MEMORY_LIMIT_0"], b["CUDA_DEVICE_SM_LIMIT_0"]) == ("2048m", "10")
+    assert "CUDA_DEVICE_MEMORY_LIMIT_1" not in a
+    assert "CUDA_DEVICE_MEMORY_LIMIT_1" not in b
+    assert a["CUDA_DEVICE_MEMORY_SHARED_CACHE"] == "/usr/local/vgpu/cache/a.cache"
+    assert b["CUDA_DEVICE_MEMORY_SHARED_CACHE"] == "/usr/local/vgpu/cache/b.cache"
+    assert (a["GPUSHARE_REQUEST"], b["GPUSHARE_REQUEST"]) == ("a", "b")
+    # Claim-wide items reach both, once each.
+    assert a["NVIDIA_VISIBLE_DEVICES"] == b["NVIDIA_VISIBLE_DEVICES"] == "void"
+    assert a["GPUSHARE_CLAIM_UID"] == b["GPUSHARE_CLAIM_UID"]
+    kubelet = cluster.kubelets["node-a"]
+    nodes_a = [n["path"] for n in kubelet.containers[("default", "p", "a")].device_nodes]
+    nodes_b = [n["path"] for n in kubelet.containers[("default", "p", "b")].device_nodes]
+    # Each container sees the card of its own request (and the control nodes), not the other's.
+    assert [n for n in nodes_a if n[-1].isdigit()] != [] != [n for n in nodes_b if n[-1].isdigit()]

@@ -168,7 +168,9 @@ def node(tmp_path: Path) -> Node:
 
 
 def spec_env(spec: dict[str, Any]) -> dict[str, str]:
-    return dict(entry.split("=", 1) for entry in spec.get("containerEdits", {}).get("env", []))
+    # A container naming the first device's request gets the spec's edits, then the device's.
+    edits = [spec.get("containerEdits", {}), spec["devices"][0].get("containerEdits", {})]
+    return dict(entry.split("=", 1) for edit in edits for entry in edit.get("env", []))
 
 
 def prepare_one(preparer: ClaimPreparer, ref: ClaimRef) -> tuple[tuple[PreparedDevice, ...], str]:
@@ -296,15 +298,15 @@ def test_claim_config_overrides_class_field(node: Node) -> None:
     """A claim's isolation wins over the class's, even when listed before it."""
     preparer = node.started()
     configs = [
-        config("FromClaim", isolation="best-effort"),
+        config("FromClaim", isolation="burst-share"),
         config("FromClass", isolation="fixed-share", priority="offline"),
     ]
     ref = node.claims.add(claim(new_uid(), "c1", configs=configs))
     _, error = prepare_one(preparer, ref)
     assert error == ""
     env = spec_env(json.loads(node.spec_path(ref.uid).read_text()))
-    assert env["GPU_CORE_UTILIZATION_POLICY"] == "disable"
-    assert env["GPUSHARE_ISOLATION"] == "best-effort"
+    assert env["GPU_CORE_UTILIZATION_POLICY"] == "default"
+    assert env["GPUSHARE_ISOLATION"] == "burst-share"
     assert env["CUDA_TASK_PRIORITY"] == "1"
 
 
@@ -486,3 +488,34 @@ def test_a_batch_costs_two_checkpoint_writes_whatever_its_size(
     writes.clear()
     assert set(preparer.unprepare(refs).values()) == {""}
     assert len(writes) == 1
+
+
+def test_a_hami_core_claim_reserved_for_two_pods_is_refused(node: Node) -> None:
+    """Two pods' processes cannot share one accounting region: prepare says so, nothing written."""
+    preparer = node.started()
+    shared = claim(new_uid(), "shared")
+    shared["status"]["reservedFor"] = [
+        {"resource": "pods", "name": "first", "uid": new_uid()},
+        {"resource": "pods", "name": "second", "uid": new_uid()},
+    ]
+    ref = node.claims.add(shared)
+    _, error = prepare_one(preparer, ref)
+    assert error == (
+        "the claim is reserved for pods first, second: with backend hami-core a claim serves "
+        "one pod; give each pod a claim of its own (a ResourceClaimTemplate)"
+    )
+    assert not node.spec_path(ref.uid).exists()
+    assert ref.uid not in preparer.prepared
+
+
+def test_the_checkpoint_records_what_the_api_said_of_the_claim(node: Node) -> None:
+    """Backend, isolation, priority, the pod and the card's share: what the monitor trusts."""
+    preparer = node.started()
+    one = claim(new_uid(), "c1", configs=[config("FromClaim", priority="offline")])
+    one["status"]["reservedFor"] = [{"resource": "pods", "name": "p", "uid": new_uid()}]
+    ref = node.claims.add(one)
+    assert prepare_one(preparer, ref)[1] == ""
+    share = preparer.prepared[ref.uid].share
+    assert share is not None
+    assert (share.backend, share.priority, share.pods) == ("hami-core", "offline", ("p",))
+    assert [(card.uuid, card.cores) for card in share.cards] == [(CARDS[0].uuid, 30)]

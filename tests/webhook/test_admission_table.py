@@ -504,6 +504,23 @@ POD_CASES = [
         cluster=cluster_with(templates={("default", "share"): OURS_TEMPLATE}),
     ),
     mutate(
+        "containers-sharing-a-hami-core-request-are-refused",
+        pod(
+            from_template("share"),
+            containers=[
+                {"name": c, "image": "cuda", "resources": {"claims": [{"name": "gpu"}]}}
+                for c in ("main", "side")
+            ],
+        ),
+        denied(
+            'spec.containers[1].resources.claims: Forbidden: containers "main" and "side" both '
+            'use request "gpu" of claim "template share" with backend "hami-core", whose '
+            "processes must all see each other to keep one account of the share: give each "
+            'container a request (or claim) of its own, or use backend "none"'
+        ),
+        cluster=cluster_with(templates={("default", "share"): OURS_TEMPLATE}),
+    ),
+    mutate(
         "pod-update-is-not-mutated",
         pod(from_template("share")),
         ALLOWED,

@@ -6,7 +6,7 @@ import pytest
 from webhook.kit import DRIVER, NVIDIA, claim_spec, classes, exactly, request
 
 from dra_driver.api import Backend, Isolation
-from dra_driver.cdi.backends import unsupported_policy
+from dra_driver.cdi.policy import unsupported_policy
 from dra_driver.structured.classes import device_entries, spec_uses_driver
 
 
