@@ -217,3 +217,55 @@ class Undisturbed:
         if now.env != before.env:
             found.append("its containers' environment changed")
         return [f"pod {self.pod}: was disturbed: {problem}" for problem in found]
+
+
+def _state(held: bool) -> str:
+    return "held" if held else "running"
+
+
+def _limit(limited: bool) -> str:
+    return "on" if limited else "off (bursting)"
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelsAre:
+    """A pod's simulated CUDA work is held by the node monitor or runs, its SM limit on or off.
+
+    With ``became``, that change (an event of the work: ``held``, ``resumed``, ``SM limit
+    off`` ...) happened during the step, at most ``within`` seconds after its actions.
+    """
+
+    pod: str
+    held: bool
+    limited: bool | None = None
+    became: str | None = None
+    within: float = 0.0
+
+    def describe(self) -> str:
+        """Say what is expected, in one line."""
+        text = f"{self.pod}'s kernels are {_state(self.held)}"
+        text += f", SM limit {_limit(self.limited)}" if self.limited is not None else ""
+        return text + (f" ({self.became} within {self.within:g} s)" if self.became else "")
+
+    def failures(self, facts: StepFacts) -> list[str]:
+        """Return what does not hold."""
+        task = facts.now.task(self.pod)
+        if task is None:
+            return [f"{self.pod}: expected CUDA work in the pod, but it runs none"]
+        found = []
+        if task.held != self.held:
+            found.append(f"expected its kernels {_state(self.held)}, they are {_state(task.held)}")
+        if self.limited is not None and task.limited != self.limited:
+            found.append(
+                f"expected its SM limit {_limit(self.limited)}, it is {_limit(task.limited)}"
+            )
+        if self.became is not None and not found:
+            times = [seconds for seconds, what in task.changes if what == self.became]
+            if not times:
+                found.append(f"expected it to become {self.became} in this step; it did not")
+            elif times[-1] > self.within:
+                found.append(
+                    f"it became {self.became} {times[-1]:.1f} s after the step's actions, "
+                    f"expected within {self.within:g} s"
+                )
+        return [f"{self.pod}: {problem}" for problem in found]

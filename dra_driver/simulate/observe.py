@@ -18,6 +18,7 @@ from kubernetes import client
 from dra_driver.api import ConfigError, DriverNames
 from dra_driver.k8s import objects, raw
 from dra_driver.simulate.cards import Card, CardUse, card_uses, published_cards, quantity
+from dra_driver.simulate.cudawork import TaskFact
 from dra_driver.structured.config import share_config
 from dra_driver.testing.cluster import FakeCluster
 
@@ -68,14 +69,19 @@ class PodFact:
 
 @dataclasses.dataclass(frozen=True)
 class Snapshot:
-    """The pods of interest and every card, at one moment."""
+    """The pods of interest, every card and the simulated CUDA work, at one moment."""
 
     pods: tuple[PodFact, ...]
     cards: tuple[CardUse, ...]
+    tasks: tuple[TaskFact, ...] = ()
 
     def pod(self, name: str) -> PodFact | None:
         """Return the pod named ``name``, if present."""
         return next((p for p in self.pods if p.name == name), None)
+
+    def task(self, pod: str) -> TaskFact | None:
+        """Return the CUDA work of the pod named ``pod``, if it has any."""
+        return next((t for t in self.tasks if t.pod == pod), None)
 
 
 @dataclasses.dataclass(frozen=True)

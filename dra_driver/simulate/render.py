@@ -25,6 +25,9 @@ The JSON document (keys camelCase, amounts as Kubernetes quantity strings, absen
                     "pciBusID": "0000:00:08.0", "shares": 2, "whole": false,
                     "cores": {"used": "70", "total": "100"},
                     "memory": {"used": "10Gi", "total": "15Gi"}}],
+         "cuda": [{"pod": "batch-0", "busy": true, "held": true, "smLimit": true,
+                   "smLimitPercent": 40, "smUtilization": 0, "memoryUsed": "4Gi",
+                   "changes": [{"after": 0.61, "what": "held"}]}],
          "expectations": [{"expect": "pod infer-a-0 is Running on node-1 ...",
                            "passed": true, "failures": []}]}]}]}
 
@@ -32,6 +35,11 @@ The JSON document (keys camelCase, amounts as Kubernetes quantity strings, absen
 ``device``, ``uuid`` and ``pciBusID`` are ``null`` until it is allocated, and its ``cores`` and
 ``memory`` are then what it asks for (``null``: not asked, so all of a card). ``env`` holds
 every ``CUDA_*``, ``GPU_*`` and ``GPUSHARE_*`` variable per container of a running pod.
+``cuda`` lists the simulated CUDA processes of the scenario's pods: whether each launches
+kernels, is held by the node monitor, has its SM limit applied (``smLimit``; the limit itself
+is ``smLimitPercent``), reports SM use into its region, and what changed how many
+seconds after the step's actions (``held``, ``resumed``, ``kernels held``,
+``kernels run``, ``SM limit on``, ``SM limit off``).
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from typing import Any, Final
 
 from dra_driver.k8s.quantity import QuantityFormat, format_quantity
 from dra_driver.simulate.cards import CardUse
+from dra_driver.simulate.cudawork import TaskFact
 from dra_driver.simulate.observe import PodFact, ShareFact
 from dra_driver.simulate.runner import ScenarioReport, StepReport
 
@@ -56,6 +65,7 @@ _CONSTANT_ENV: Final = frozenset(
 )
 _POD_HEADER: Final = ("POD", "PHASE", "NODE", "CARD", "CORES", "MEMORY", "ISOLATION", "PRIORITY")
 _CARD_HEADER: Final = ("CARD", "UUID", "SHARES", "CORES", "MEMORY")
+_TASK_HEADER: Final = ("CUDA WORK", "KERNELS", "SMS IT MAY USE", "MEMORY", "AFTER THE ACTIONS")
 
 
 def _cores(value: Fraction | None) -> str | None:
@@ -112,6 +122,19 @@ def _card_json(use: CardUse) -> Object:
     }
 
 
+def _task_json(task: TaskFact) -> Object:
+    return {
+        "pod": task.pod,
+        "busy": task.busy,
+        "held": task.held,
+        "smLimit": task.limited,
+        "smLimitPercent": task.sm_limit,
+        "smUtilization": task.sm_util,
+        "memoryUsed": _memory(Fraction(task.memory)),
+        "changes": [{"after": after, "what": what} for after, what in task.changes],
+    }
+
+
 def _step_json(step: StepReport) -> Object:
     return {
         "title": step.title,
@@ -119,6 +142,7 @@ def _step_json(step: StepReport) -> Object:
         "pods": [_pod_json(pod) for pod in step.snapshot.pods],
         "refused": [{"object": ref, "message": message} for ref, message in step.refused.items()],
         "cards": [_card_json(use) for use in step.snapshot.cards],
+        "cuda": [_task_json(task) for task in step.snapshot.tasks],
         "expectations": [
             {"expect": expect, "passed": not failures, "failures": list(failures)}
             for expect, failures in step.checks
@@ -221,13 +245,30 @@ def _card_lines(cards: Sequence[CardUse]) -> list[str]:
     return _columns(rows)
 
 
+def _task_lines(tasks: Sequence[TaskFact]) -> list[str]:
+    rows = [list(_TASK_HEADER)]
+    for task in tasks:
+        kernels = "held" if task.held else ("running" if task.busy else "idle")
+        changes = ", ".join(f"{what} {after:.1f} s" for after, what in task.changes)
+        may_use = f"{task.sm_limit}% (its limit)" if task.limited else "all that are idle"
+        rows.append([
+            task.pod,
+            kernels,
+            "none" if task.held else may_use,
+            _memory(Fraction(task.memory)) or "0",
+            changes or "-",
+        ])  # fmt: skip
+    return _columns(rows)
+
+
 def _step_lines(number: int, step: StepReport) -> list[str]:
     lines = [f"step {number}: {step.title}", *(f"  > {action}" for action in step.actions)]
     if step.snapshot.pods:
         lines += ["", *_pod_lines(step.snapshot.pods)]
     for ref, message in step.refused.items():
         lines += ["", f"REFUSED {ref}", *_wrap("error", message)]
-    return [*lines, "", *_card_lines(step.snapshot.cards)]
+    lines += ["", *_card_lines(step.snapshot.cards)]
+    return [*lines, "", *_task_lines(step.snapshot.tasks)] if step.snapshot.tasks else lines
 
 
 def _failed(report: ScenarioReport) -> int:

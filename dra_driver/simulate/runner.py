@@ -24,9 +24,19 @@ from dra_driver.simulate.cluster_ops import (
     SimulationError,
     poll,
 )
+from dra_driver.simulate.cudawork import CudaWork, CudaWorkError
 from dra_driver.simulate.manifests import Document, Manifest
 from dra_driver.simulate.observe import Snapshot
-from dra_driver.simulate.scenarios import Action, Apply, Complete, Delete, Scenario, Step
+from dra_driver.simulate.scenarios import (
+    Action,
+    Apply,
+    Busy,
+    Complete,
+    Delete,
+    Idle,
+    Scenario,
+    Step,
+)
 from dra_driver.simulate.stack import Stack
 
 __all__ = ["CHECK_SECONDS", "Runner", "ScenarioReport", "SimulationError", "StepReport"]
@@ -77,6 +87,7 @@ class Runner:
         self, stack: Stack, names: DriverNames, on_progress: Callable[[str], None]
     ) -> None:
         self.ops = ClusterOps(stack.cluster, names)
+        self.work = CudaWork(stack.cluster)
         self.progress = on_progress
 
     def run(self, scenario: Scenario, manifest: Manifest, namespace: str) -> ScenarioReport:
@@ -95,7 +106,8 @@ class _Run:
     def __init__(
         self, runner: Runner, manifest: Manifest, namespace: str, name: str, *, clean: bool = True
     ) -> None:
-        self._ops, self._say = runner.ops, runner.progress
+        self._ops, self._say, self._work = runner.ops, runner.progress, runner.work
+        self._acted = time.monotonic()
         self._manifest, self._name = manifest, name
         self._namespace, self._clean = namespace, clean
         self._documents = [d.in_namespace(namespace) for d in manifest.documents]
@@ -111,6 +123,7 @@ class _Run:
             self._progress(f"{number}/{len(steps)} {step.title}")
             before = reports[-1].snapshot if reports else None
             reports.append(self._step(step, before))
+        self._work.stop(self._namespaces)
         if self._clean:
             self._progress("cleaning up")
             self._ops.clean(self._namespace)
@@ -126,6 +139,7 @@ class _Run:
         for action in step.actions:
             self._progress(action.describe(self._manifest.source))
             self._act(action, refused)
+        self._acted = time.monotonic()
         facts = StepFacts(self._snapshot(), before, refused)
         if step.checks:
             self._progress("checking expectations")
@@ -149,7 +163,9 @@ class _Run:
         return facts
 
     def _snapshot(self) -> Snapshot:
-        return self._ops.observer.snapshot(self._namespaces, self._owners)
+        snapshot = self._ops.observer.snapshot(self._namespaces, self._owners)
+        tasks = self._work.facts(self._namespaces, self._acted)
+        return dataclasses.replace(snapshot, tasks=tasks)
 
     def _act(self, action: Action, refused: dict[str, str]) -> None:
         if isinstance(action, Apply):
@@ -160,6 +176,9 @@ class _Run:
                     self._applied.add(document.index)
                     self._apply(document, refused)
             return
+        if isinstance(action, Busy | Idle):
+            self._set_busy(action.pod, isinstance(action, Busy))
+            return
         pods = [key for key, owner in self._owners.items() if owner == action.owner]
         if not pods:
             raise SimulationError(f"{action.owner} has no pods to act on")
@@ -169,6 +188,15 @@ class _Run:
             elif isinstance(action, Delete):
                 self._ops.delete_pod(namespace, name)
                 del self._owners[(namespace, name)]
+
+    def _set_busy(self, pod: str, busy: bool) -> None:
+        keys = [key for key in self._owners if key[1] == pod]
+        if not keys:
+            raise SimulationError(f"there is no pod {pod} to run CUDA work in")
+        try:
+            self._work.set_busy(*keys[0], busy)
+        except CudaWorkError as exc:
+            raise SimulationError(str(exc)) from exc
 
     def _apply(self, document: Document, refused: dict[str, str]) -> None:
         namespace = document.body["metadata"].get("namespace") or self._namespace

@@ -4,6 +4,11 @@ Each scenario applies its manifest of ``deploy/examples/`` in steps (a step appl
 documents labelled ``step: <name>``, or all that are left) and then checks what a cluster
 operator would check by hand. The numbers are those of the built-in inventory
 ``qgpu-runbook``: node-1 with one 15 GiB Tesla T4 (15360 MiB), node-2 with two.
+
+Where a scenario is about what happens on the GPU (priority, bursting), simulated CUDA
+processes write HAMi-core regions as the library would and the kubelet plugin's node monitor
+acts on them (one pass a second); the checks allow each change a little more than the passes
+it needs: one to suspend, two for the online work's last mark to run out before a resume.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Final
 from dra_driver.simulate.checks import (
     Check,
     DifferentCards,
+    KernelsAre,
     PodIs,
     Refused,
     SameCard,
@@ -56,7 +62,29 @@ class Delete:
         return f"kubectl delete {kind.lower()} {name}"
 
 
-Action = Apply | Complete | Delete
+@dataclasses.dataclass(frozen=True)
+class Busy:
+    """A CUDA process in the pod launches kernels without pause (its region is created first)."""
+
+    pod: str
+
+    def describe(self, manifest: str) -> str:  # noqa: ARG002 - one signature for every action
+        """Say what is done, in one line."""
+        return f"{self.pod}: a CUDA process launches kernels without pause"
+
+
+@dataclasses.dataclass(frozen=True)
+class Idle:
+    """The pod's CUDA process stops launching kernels (it keeps its memory)."""
+
+    pod: str
+
+    def describe(self, manifest: str) -> str:  # noqa: ARG002 - one signature for every action
+        """Say what is done, in one line."""
+        return f"{self.pod}: its CUDA process stops launching kernels"
+
+
+Action = Apply | Complete | Delete | Busy | Idle
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +108,10 @@ class Scenario:
 
 
 _T4: Final = {"memory": "15Gi"}
+_ONE_PASS: Final = 1.5
+_TWO_PASSES: Final = 2.5
+_HELD_RETRY: Final = 1.0
+"""A held launch looks again only after a second, as the library does."""
 
 
 def _env(memory_mib: int, cores: int, **more: str) -> dict[str, str]:
@@ -164,7 +196,7 @@ PLACEMENT: Final = Scenario(
 
 ISOLATION: Final = Scenario(
     "isolation",
-    "fixed-share, burst-share and best-effort tell HAMi-core force, default and disable",
+    "fixed-share, burst-share and best-effort: always, unless alone, and never limited",
     "isolation.yaml",
     (
         Step(
@@ -186,12 +218,42 @@ ISOLATION: Final = Scenario(
                 SameCard(("fixed-share", "burst-share", "best-effort")),
             ),
         ),
+        Step(
+            "burst-share is the only busy share on the card: its SM limit is lifted",
+            (Busy("burst-share"),),
+            (
+                KernelsAre(
+                    "burst-share", held=False, limited=False, became="SM limit off",
+                    within=_ONE_PASS,
+                ),
+            ),
+        ),
+        Step(
+            "fixed-share gets busy too: two busy shares of one priority, so the burst ends",
+            (Busy("fixed-share"),),
+            (
+                KernelsAre(
+                    "burst-share", held=False, limited=True, became="SM limit on",
+                    within=_ONE_PASS,
+                ),
+                KernelsAre("fixed-share", held=False, limited=True),
+            ),
+        ),
+        Step(
+            "best-effort gets busy too: it is never limited, and nobody is held",
+            (Busy("best-effort"),),
+            (
+                KernelsAre("best-effort", held=False, limited=False),
+                KernelsAre("burst-share", held=False, limited=True),
+                KernelsAre("fixed-share", held=False, limited=True),
+            ),
+        ),
     ),
 )  # fmt: skip
 
 ONLINE_OFFLINE: Final = Scenario(
     "online-offline",
-    "online and offline work share a card: priorities 0 and 1, separate memory",
+    "online and offline work share a card: offline is held while online is busy",
     "online-offline.yaml",
     (
         Step(
@@ -207,6 +269,34 @@ ONLINE_OFFLINE: Final = Scenario(
                     env=_env(8192, 40, CUDA_TASK_PRIORITY="1"),
                 ),
                 SameCard(("infer-0", "batch-0")),
+            ),
+        ),
+        Step(
+            "batch-0 computes alone: as the only busy share it may use the idle card",
+            (Busy("batch-0"),),
+            (
+                KernelsAre(
+                    "batch-0", held=False, limited=False, became="SM limit off", within=_ONE_PASS
+                ),
+            ),
+        ),
+        Step(
+            "infer-0 gets busy: the node monitor holds batch-0's kernels, memory kept",
+            (Busy("infer-0"),),
+            (
+                KernelsAre("batch-0", held=True, became="held", within=_ONE_PASS),
+                KernelsAre("infer-0", held=False, limited=False),
+            ),
+        ),
+        Step(
+            "infer-0 goes idle: batch-0 is resumed and runs again",
+            (Idle("infer-0"),),
+            (
+                KernelsAre("batch-0", held=False, became="resumed", within=_TWO_PASSES),
+                KernelsAre(
+                    "batch-0", held=False, became="kernels run",
+                    within=_TWO_PASSES + _HELD_RETRY,
+                ),
             ),
         ),
     ),

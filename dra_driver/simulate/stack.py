@@ -32,6 +32,7 @@ from dra_driver.controller.settings import ControllerSettings
 from dra_driver.k8s.client import new_api_client
 from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.kubeletplugin import plugin
+from dra_driver.kubeletplugin.monitor import DEFAULT_PERIOD as DEFAULT_MONITOR_PERIOD
 from dra_driver.kubeletplugin.settings import KubeletPluginSettings
 from dra_driver.metrics.settings import ObservabilitySettings
 from dra_driver.nvml.inventory import Inventory, dump_inventory
@@ -102,8 +103,10 @@ class Stack:
         *,
         bin_dir: Path | None = None,
         on_progress: Callable[[str], None] = lambda _: None,
+        monitor_period: float = DEFAULT_MONITOR_PERIOD,
     ) -> None:
         self.names, self.inventory = names, inventory
+        self._monitor_period = monitor_period
         self._controller_settings = controller
         self._bin_dir = bin_dir
         self._progress = on_progress
@@ -193,12 +196,18 @@ class Stack:
 
     def _start_plugin(self, node: str, inventory_file: Path, kube: KubeClientSettings) -> None:
         dirs = self.cluster.node_dirs(node)
+        # The simulated node has HAMi-core installed: an empty stand-in for libvgpu.so, which
+        # is only ever mounted into containers, never loaded by the plugin.
+        library = dirs.plugins / "libvgpu.so"
+        library.touch()
         settings = KubeletPluginSettings(
             node_name=node,
             gpu_inventory=inventory_file,
             plugin_registry_dir=dirs.registry,
             plugin_dir=dirs.plugins / self.names.driver,
             cdi_root=dirs.cdi,
+            hami_core_library=library,
+            monitor_period=self._monitor_period,
         )
         observability = ObservabilitySettings(metrics_port=-1)
 

@@ -2,8 +2,11 @@
 
 :class:`FakeTask` stands for the CUDA processes of one container: it creates the region file
 (every field where the library's own struct puts it), registers processes with their memory
-and SM use per card, and launches "kernels" the way the library's rate limiter does: it waits
-while the monitor holds it (``recent_kernel == -1``) and marks its activity otherwise.
+and SM use per card, and launches "kernels" the way the library's rate limiter does. Only a
+rate-limited task (an SM limit between 1 and 99 that its policy and the region's
+``utilization_switch`` enforce) waits while the monitor holds it (``recent_kernel == -1``) and
+marks its launches; any other task runs at once and marks nothing, so only the SM utilisation
+its processes report shows that it is busy.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from dra_driver.hamicore.layout import HEADER, INT32, INT64, MAGIC, UINT64, UUID
 
 _LAYOUT = V1_2
 _ACTIVE = 2
-"""What the library writes to ``recent_kernel`` at every launch."""
+"""What the library writes to ``recent_kernel`` at every rate-limited launch."""
+_FORCE, _DISABLE = "force", "disable"
+"""``GPU_CORE_UTILIZATION_POLICY`` values that override the region's switch (1 and 0)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,9 +46,12 @@ class FakeTask:
         limits: Sequence[int],
         sm_limits: Sequence[int],
         priority: int,
+        policy: str = "default",
     ) -> None:
         self.path = path
         self.cards = len(uuids)
+        self.sm_limits = tuple(sm_limits)
+        self.policy = policy
         data = bytearray(_LAYOUT.size)
         HEADER.pack_into(data, 0, MAGIC, *_LAYOUT.version, 1)
         UINT64.pack_into(data, _LAYOUT.device_num, len(uuids))
@@ -86,8 +94,16 @@ class FakeTask:
                 self._write(util + _LAYOUT.util_sm, UINT64.pack(process.sm_util[card]))
         self._write(_LAYOUT.proc_num, INT32.pack(len(processes)))
 
-    def launch(self) -> bool:
-        """Launch a kernel unless the monitor holds the task; return whether it ran."""
+    def rate_limited(self, card: int = 0) -> bool:
+        """Whether a launch on ``card`` goes through the library's rate limiter now."""
+        if not 0 < self.sm_limits[card] < 100 or self.policy == _DISABLE:
+            return False
+        return self.policy == _FORCE or self.utilization_switch != 0
+
+    def launch(self, card: int = 0) -> bool:
+        """Launch a kernel on ``card`` as the library would; return whether it ran now."""
+        if not self.rate_limited(card):
+            return True  # the library's fast path: neither held nor marked
         if self.suspended:
             return False
         self._write(_LAYOUT.recent_kernel, INT32.pack(_ACTIVE))

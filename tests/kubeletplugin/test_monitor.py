@@ -64,6 +64,11 @@ class Node:
         return RegionMonitor(self.root, lambda: list(self.claims.values()), period=period)
 
 
+def report_sm_use(task: FakeTask, percent: int) -> None:
+    """Write what the library's watcher samples: one process using ``percent`` of each card."""
+    task.set_processes([FakeProcess(1, 1001, [GI] * task.cards, [percent] * task.cards)])
+
+
 @pytest.fixture
 def node(tmp_path: Path) -> Node:
     root = tmp_path / "claims"
@@ -74,7 +79,28 @@ def node(tmp_path: Path) -> Node:
 def test_offline_work_is_suspended_at_the_next_pass_and_resumed_when_online_idles(
     node: Node,
 ) -> None:
-    """Online busy: offline held at the next pass; a pass without online launches: it runs."""
+    """Online busy: offline held at the next pass; once online reports no SM use: it runs."""
+    node.claim("on", "online")
+    node.claim("off", "offline")
+    online, offline = node.task("on"), node.task("off", priority=1)
+    monitor = node.monitor()
+    report_sm_use(online, 30)
+    online.launch()
+    offline.launch()
+    monitor.tick()
+    assert offline.suspended
+    assert not offline.launch()  # the library would hold this launch
+    assert not online.suspended
+    monitor.tick()  # its mark has run out, but its processes still use the card
+    assert offline.suspended
+    report_sm_use(online, 0)
+    monitor.tick()
+    assert not offline.suspended
+    assert offline.launch()
+
+
+def test_a_bursting_task_no_longer_marks_its_launches_yet_counts_as_busy(node: Node) -> None:
+    """Lone online work bursts (switch 0), so the library stops marking it; its SM use still holds offline."""
     node.claim("on", "online")
     node.claim("off", "offline")
     online, offline = node.task("on"), node.task("off", priority=1)
@@ -82,15 +108,16 @@ def test_offline_work_is_suspended_at_the_next_pass_and_resumed_when_online_idle
     online.launch()
     offline.launch()
     monitor.tick()
+    assert online.utilization_switch == 0
+    assert not online.rate_limited()
+    for _ in range(3):
+        online.launch()  # the fast path: recent_kernel is left to run out
+        monitor.tick()
+    assert online.recent_kernel == 0
+    assert not offline.suspended  # without SM use it is not busy for anyone
+    report_sm_use(online, 100)
+    monitor.tick()
     assert offline.suspended
-    assert not offline.launch()  # the library would hold this launch
-    assert not online.suspended
-    online.launch()
-    monitor.tick()  # launched again since: still busy, mark back at 2, now 1
-    assert offline.suspended
-    monitor.tick()  # no launch for a pass: the mark reaches 0, offline runs again
-    assert not offline.suspended
-    assert offline.launch()
 
 
 def test_a_lone_busy_burst_share_task_bursts_and_two_busy_peers_do_not(node: Node) -> None:
@@ -99,11 +126,12 @@ def test_a_lone_busy_burst_share_task_bursts_and_two_busy_peers_do_not(node: Nod
     node.claim("b", "online")
     first, second = node.task("a"), node.task("b")
     monitor = node.monitor()
+    report_sm_use(first, 30)
     first.launch()
     monitor.tick()
     assert (first.utilization_switch, second.utilization_switch) == (0, 0)
-    first.launch()
-    second.launch()
+    assert second.launch()  # idle, it was let burst too: only its SM use shows it now
+    report_sm_use(second, 30)
     monitor.tick()
     assert (first.utilization_switch, second.utilization_switch) == (1, 1)
 

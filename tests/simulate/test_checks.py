@@ -7,12 +7,14 @@ from fractions import Fraction
 from dra_driver.simulate.cards import Card
 from dra_driver.simulate.checks import (
     DifferentCards,
+    KernelsAre,
     PodIs,
     Refused,
     SameCard,
     StepFacts,
     Undisturbed,
 )
+from dra_driver.simulate.cudawork import TaskFact
 from dra_driver.simulate.observe import PodFact, ShareFact, Snapshot
 
 GIB = 1024**3
@@ -122,3 +124,35 @@ def test_undisturbed_compares_with_the_step_before() -> None:
     assert Undisturbed("a").failures(facts(before=before)) == [
         "pod a: was disturbed: Running before, gone now"
     ]
+
+
+def work(held: bool, limited: bool = True, *changes: tuple[float, str]) -> StepFacts:
+    task = TaskFact("batch-0", True, held, limited, 40, 0, 0, changes)
+    return StepFacts(Snapshot((), (), (task,)), None, {})
+
+
+def test_kernels_are_checks_the_state_and_the_limit() -> None:
+    """Held or running and SM limit on or off are each checked, and each miss is named."""
+    assert KernelsAre("batch-0", held=True).failures(work(True)) == []
+    assert KernelsAre("batch-0", held=True).failures(work(False)) == [
+        "batch-0: expected its kernels held, they are running"
+    ]
+    assert KernelsAre("batch-0", held=False, limited=False).failures(work(False, True)) == [
+        "batch-0: expected its SM limit off (bursting), it is on"
+    ]
+    assert KernelsAre("other", held=False).failures(work(False)) == [
+        "other: expected CUDA work in the pod, but it runs none"
+    ]
+
+
+def test_kernels_are_times_the_change_against_its_bound() -> None:
+    """A change within the bound holds; a late one says how late; a missing one says so."""
+    check = KernelsAre("batch-0", held=True, became="held", within=1.5)
+    assert check.failures(work(True, True, (0.9, "held"))) == []
+    assert check.failures(work(True, True, (2.3, "held"))) == [
+        "batch-0: it became held 2.3 s after the step's actions, expected within 1.5 s"
+    ]
+    assert check.failures(work(True, True)) == [
+        "batch-0: expected it to become held in this step; it did not"
+    ]
+    assert check.describe() == "batch-0's kernels are held (held within 1.5 s)"

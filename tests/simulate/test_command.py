@@ -132,7 +132,7 @@ def test_json_report_has_the_documented_keys(clean_process: None) -> None:
     assert list(scenario) == ["name", "title", "manifest", "passed", "seconds", "steps"]
     assert scenario["manifest"] == "deploy/examples/bad-input.yaml"
     first, second = scenario["steps"]
-    assert list(first) == ["title", "actions", "pods", "refused", "cards", "expectations"]
+    assert list(first) == ["title", "actions", "pods", "refused", "cards", "cuda", "expectations"]
     (pod,) = first["pods"]
     assert list(pod) == ["namespace", "name", "owner", "phase", "node", "reason", "shares", "env"]
     assert list(pod["shares"][0]) == [
@@ -149,6 +149,24 @@ def test_json_report_has_the_documented_keys(clean_process: None) -> None:
     assert second["refused"][0]["object"] == "ResourceClaimTemplate/too-much-memory"
     assert all(e["passed"] and e["failures"] == [] for e in second["expectations"])
     assert len(second["expectations"]) == 5
+
+
+def test_json_report_shows_what_the_cuda_work_saw(clean_process: None) -> None:
+    """-o json lists each simulated CUDA process per step: held or not, limits, timed changes."""
+    run = Captured(SimulateSettings(scenario="online-offline", output="json"))
+    assert run.status == 0, run.err
+    (scenario,) = json.loads(run.out)["scenarios"]
+    busy = {task["pod"]: task for task in scenario["steps"][2]["cuda"]}
+    assert list(busy["batch-0"]) == [
+        "pod", "busy", "held", "smLimit", "smLimitPercent", "smUtilization", "memoryUsed",
+        "changes",
+    ]  # fmt: skip
+    assert busy["batch-0"]["held"] is True
+    assert busy["batch-0"]["memoryUsed"] == "4Gi"
+    assert busy["batch-0"]["smLimitPercent"] == 40
+    held = [c for c in busy["batch-0"]["changes"] if c["what"] == "held"]
+    assert 0 <= held[0]["after"] <= 1.5
+    assert (busy["infer-0"]["held"], busy["infer-0"]["smLimit"]) == (False, False)
 
 
 def test_apply_reports_a_users_manifest(tmp_path: Path, clean_process: None) -> None:

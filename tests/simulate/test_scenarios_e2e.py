@@ -9,7 +9,10 @@ GPUSHARE_E2E_BIN_DIR set, the same tests run against a real control plane.
 from __future__ import annotations
 
 import pytest
+from simulate.kit import NAMES
 
+from dra_driver.controller.settings import ControllerSettings
+from dra_driver.nvml.inventory import builtin_inventory
 from dra_driver.simulate import runner as runner_module
 from dra_driver.simulate.cards import Card
 from dra_driver.simulate.checks import PodIs
@@ -29,6 +32,7 @@ from dra_driver.simulate.scenarios import (
     Step,
 )
 from dra_driver.simulate.settings import SCENARIO_NAMES
+from dra_driver.simulate.stack import Stack
 
 GIB = 1024**3
 NODE1_CARD = "GPU-26975e32-62e5-543b-ac29-e97c231c6291"
@@ -141,6 +145,14 @@ def test_isolation(runner: Runner) -> None:
         assert env["CUDA_DEVICE_MEMORY_LIMIT_0"] == "4096m"
         assert env["CUDA_DEVICE_SM_LIMIT_0"] == "30"
         assert (share(fact).isolation, card(fact).uuid) == (name, NODE1_CARD)
+    # On the GPU: a lone burst-share bursts; a busy peer ends it; best-effort is never limited.
+    alone, peers, three = (report.steps[n].snapshot for n in (1, 2, 3))
+    assert [(t.pod, t.limited) for t in alone.tasks] == [("burst-share", False)]
+    assert {(t.pod, t.limited, t.held) for t in peers.tasks} == {
+        ("burst-share", True, False),
+        ("fixed-share", True, False),
+    }
+    assert {t.pod: t.limited for t in three.tasks}["best-effort"] is False
 
 
 def test_online_offline(runner: Runner) -> None:
@@ -154,6 +166,16 @@ def test_online_offline(runner: Runner) -> None:
     assert online.env["server"]["CUDA_DEVICE_MEMORY_LIMIT_0"] == "5120m"
     assert offline.env["worker"]["CUDA_DEVICE_MEMORY_LIMIT_0"] == "8192m"
     assert (share(online).cores + share(offline).cores) == 100
+    # On the GPU: held within a pass of online work starting, resumed within two of it ending,
+    # and never losing the memory it holds.
+    busy, idle = report.steps[2].snapshot, report.steps[3].snapshot
+    held, resumed = busy.task("batch-0"), idle.task("batch-0")
+    assert held is not None
+    assert resumed is not None
+    assert (held.held, held.sm_util, resumed.held) == (True, 0, False)
+    assert next(t for t, what in held.changes if what == "held") <= 1.5
+    assert next(t for t, what in resumed.changes if what == "resumed") <= 2.5
+    assert held.memory == resumed.memory == 4 * GIB
 
 
 def test_bad_input(runner: Runner) -> None:
@@ -186,6 +208,20 @@ def test_bad_input(runner: Runner) -> None:
         in (refused["ResourceClaimTemplate/too-large"])
     )
     assert [c.shares for c in report.steps[1].snapshot.cards] == [1, 0, 0]
+
+
+def test_without_the_node_monitor_the_priority_expectations_fail() -> None:
+    """Monitor off: nobody acts on the regions, so the offline work is never held: FAIL."""
+    inventory = builtin_inventory("qgpu-runbook")
+    settings = ControllerSettings(leader_elect=False)
+    with Stack(NAMES, inventory, settings, monitor_period=0) as stack:
+        runner = Runner(stack, NAMES, lambda _: None)
+        report = runner.run(
+            ONLINE_OFFLINE, load_manifest(examples_dir() / ONLINE_OFFLINE.manifest), "no-monitor"
+        )
+    assert not report.passed
+    assert "batch-0: expected its kernels held, they are running" in report.steps[2].failures
+    assert report.steps[0].failures == []
 
 
 def test_a_failed_expectation_is_reported_with_what_happened(
