@@ -21,10 +21,11 @@ from dra_driver.k8s import raw
 from dra_driver.kubeletplugin.grpcserver import PluginServer
 from dra_driver.kubeletplugin.metrics import PluginMetrics, ShareCollector
 from dra_driver.kubeletplugin.monitor import RegionMonitor, monitored_claims
+from dra_driver.kubeletplugin.paths import NodePaths
 from dra_driver.kubeletplugin.prerequisites import Prerequisites, backend_problem, driver_problem
 from dra_driver.kubeletplugin.publisher import SlicePublisher
 from dra_driver.kubeletplugin.settings import KubeletPluginSettings
-from dra_driver.kubeletplugin.state import ClaimPreparer, NodePaths
+from dra_driver.kubeletplugin.state import ClaimPreparer
 from dra_driver.logging import get_logger
 from dra_driver.metrics.watchdog import Heartbeat, Watched, register_silence, stall_reason
 from dra_driver.nvml.driverfiles import DriverFiles, describe, find_driver_files

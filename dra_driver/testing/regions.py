@@ -21,6 +21,8 @@ from dra_driver.hamicore.layout import HEADER, INT32, INT64, MAGIC, UINT64, UUID
 _LAYOUT = V1_2
 _ACTIVE = 2
 """What the library writes to ``recent_kernel`` at every rate-limited launch."""
+_WHOLE_CARD = 100
+"""An SM limit of 100 (or 0) is no limit: the library skips its rate limiter."""
 _FORCE, _DISABLE = "force", "disable"
 """``GPU_CORE_UTILIZATION_POLICY`` values that override the region's switch (1 and 0)."""
 
@@ -96,7 +98,7 @@ class FakeTask:
 
     def rate_limited(self, card: int = 0) -> bool:
         """Whether a launch on ``card`` goes through the library's rate limiter now."""
-        if not 0 < self.sm_limits[card] < 100 or self.policy == _DISABLE:
+        if not 0 < self.sm_limits[card] < _WHOLE_CARD or self.policy == _DISABLE:
             return False
         return self.policy == _FORCE or self.utilization_switch != 0
 

@@ -50,7 +50,8 @@ from dra_driver.api.classes import default_device_classes
 from dra_driver.k8s import raw
 from dra_driver.kubeletplugin.grpcserver import PluginServer, socket_paths
 from dra_driver.kubeletplugin.metrics import PluginMetrics
-from dra_driver.kubeletplugin.state import ClaimPreparer, NodePaths
+from dra_driver.kubeletplugin.paths import NodePaths
+from dra_driver.kubeletplugin.state import ClaimPreparer
 from dra_driver.logging import LogFormat, configure_logging
 from dra_driver.nvml.inventory import dump_inventory, parse_inventory
 from dra_driver.testing.cluster import FakeCluster

@@ -38,7 +38,8 @@ from dra_driver.kubeletplugin.grpcserver import (
 )
 from dra_driver.kubeletplugin.locking import file_lock
 from dra_driver.kubeletplugin.metrics import PluginMetrics
-from dra_driver.kubeletplugin.state import ClaimPreparer, NodePaths
+from dra_driver.kubeletplugin.paths import NodePaths
+from dra_driver.kubeletplugin.state import ClaimPreparer
 from dra_driver.nvml.inventory import Card, Health
 
 NAMES = DriverNames.for_driver(DEFAULT_DRIVER_NAME)

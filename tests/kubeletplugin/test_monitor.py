@@ -100,7 +100,7 @@ def test_offline_work_is_suspended_at_the_next_pass_and_resumed_when_online_idle
 
 
 def test_a_bursting_task_no_longer_marks_its_launches_yet_counts_as_busy(node: Node) -> None:
-    """Lone online work bursts (switch 0), so the library stops marking it; its SM use still holds offline."""
+    """Lone online work bursts, so its launches go unmarked; its SM use alone holds offline."""
     node.claim("on", "online")
     node.claim("off", "offline")
     online, offline = node.task("on"), node.task("off", priority=1)

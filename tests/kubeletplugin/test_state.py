@@ -23,7 +23,8 @@ from dra_driver.kubeletplugin.checkpoint import (
     ClaimState,
     PreparedDevice,
 )
-from dra_driver.kubeletplugin.state import ClaimPreparer, ClaimRef, NodePaths
+from dra_driver.kubeletplugin.paths import NodePaths
+from dra_driver.kubeletplugin.state import ClaimPreparer, ClaimRef
 from dra_driver.nvml.inventory import Card
 
 NAMES = DriverNames.for_driver(DEFAULT_DRIVER_NAME)
