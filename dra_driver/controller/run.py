@@ -56,6 +56,7 @@ def run(
     if observability.metrics_port >= 0:
         observer = ObservabilityServer(
             registry,
+            component="controller",
             port=observability.metrics_port,
             readiness={
                 "informers": lambda: None if controller.view.synced else "informers not synced",

@@ -215,7 +215,7 @@ def build(
         lambda: monitored_claims(preparer.prepared.values()),
         period=settings.monitor_period,
     )
-    registry.register(ShareCollector(monitor.usage, monitor.refused))
+    registry.register(ShareCollector(settings.node_name, monitor.usage, monitor.refused))
     server = PluginServer(
         driver=names.driver,
         node=settings.node_name,

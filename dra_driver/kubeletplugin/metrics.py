@@ -55,7 +55,7 @@ class PluginMetrics:
         )
 
 
-SHARE_LABELS: Final = ("namespace", "pod", "claim", "uuid", "priority", "isolation")
+SHARE_LABELS: Final = ("node", "namespace", "pod", "claim", "uuid", "priority", "isolation")
 REFUSAL_REASONS: Final = ("version", "magic", "size", "malformed", "unreadable")
 
 
@@ -63,15 +63,17 @@ class ShareCollector(Collector):
     """Per-share use of each card, from the node monitor's last period.
 
     Series come from the claims prepared now, so a claim's go with its unprepare: the label
-    sets stay bounded by what runs on the node.
+    sets stay bounded by what runs on the node. ``namespace`` and ``pod`` are the claim's (the
+    chart's ServiceMonitor honours them, as for kube-state-metrics); ``node`` says where.
     """
 
     def __init__(
         self,
+        node: str,
         usage: Callable[[], Iterable[CardUse]],
         refused: Callable[[], Mapping[str, int]],
     ) -> None:
-        self._usage, self._refused = usage, refused
+        self._node, self._usage, self._refused = node, usage, refused
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         """Yield the share gauges and the count of region files left alone."""
@@ -87,7 +89,7 @@ class ShareCollector(Collector):
         for use in self._usage():
             info = use.claim.info
             labels = [
-                use.claim.namespace, ",".join(info.pods), use.claim.name, use.uuid,
+                self._node, use.claim.namespace, ",".join(info.pods), use.claim.name, use.uuid,
                 info.priority, info.isolation,
             ]  # fmt: skip
             families["memory_used_bytes"].add_metric(labels, use.memory_used)

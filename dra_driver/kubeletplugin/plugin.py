@@ -72,6 +72,7 @@ def run(
     if observability.metrics_port >= 0:
         observer = ObservabilityServer(
             parts.registry,
+            component="kubelet-plugin",
             port=observability.metrics_port,
             liveness=liveness_checks(parts.loops()),
             readiness=parts.readiness(),

@@ -2,6 +2,8 @@
 
 ``prometheus_client.start_http_server`` answers the exposition on every path, so it cannot
 double as a probe endpoint; this server routes explicitly and runs health checks by name.
+The same checks are exported as ``gpushare_probe_check_ok``, so an alert can say which
+check of which pod failed without scraping the probe endpoints.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from typing import TYPE_CHECKING, Final
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from dra_driver.logging import get_logger
 
@@ -58,17 +62,37 @@ def _probe_body(results: Iterable[tuple[str, str | None]], verbose: bool) -> tup
     return healthy, ("\n".join(lines) + "\n").encode()
 
 
+class _ProbeCollector(Collector):
+    """Each probe's checks at scrape time: 1 passing, 0 failing."""
+
+    def __init__(self, component: str, probes: Mapping[str, Mapping[str, HealthCheck]]) -> None:
+        self._component, self._probes = component, probes
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "gpushare_probe_check_ok",
+            "1 while a check of /livez or /readyz passes, 0 while it fails",
+            labels=["component", "probe", "check"],
+        )
+        for probe, checks in self._probes.items():
+            for name, reason in _run_checks(checks):
+                family.add_metric([self._component, probe, name], 1 if reason is None else 0)
+        yield family
+
+
 class ObservabilityServer:
     """Serves Prometheus metrics and liveness/readiness probes on one port.
 
     ``port=0`` picks a free port (read it back from :attr:`port`). The probes follow the
     Kubernetes convention: status code decides, ``?verbose`` lists every check for humans.
+    ``component`` labels the probe metric (``controller``, ``webhook``, ``kubelet-plugin``).
     """
 
     def __init__(
         self,
         registry: CollectorRegistry,
         *,
+        component: str,
         host: str = "0.0.0.0",  # noqa: S104 - probes and scrapes come from outside the Pod
         port: int = 0,
         liveness: Mapping[str, HealthCheck] | None = None,
@@ -77,6 +101,8 @@ class ObservabilityServer:
         self._metrics_app = make_wsgi_app(registry)
         self._liveness = dict(liveness or {})
         self._readiness = dict(readiness or {})
+        probes = {"livez": self._liveness, "readyz": self._readiness}
+        registry.register(_ProbeCollector(component, probes))
         self._server = make_server(
             host, port, self._app, server_class=_ThreadingServer, handler_class=_QuietHandler
         )

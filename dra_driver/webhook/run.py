@@ -138,6 +138,7 @@ def run(
             register_silence(registry, webhook.loops)
             observer = ObservabilityServer(
                 registry,
+                component="webhook",
                 port=observability.metrics_port,
                 liveness=liveness_checks(webhook.loops()),
                 readiness={"informers": webhook.not_ready},

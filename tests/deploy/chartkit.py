@@ -38,6 +38,7 @@ CRD_KINDS = frozenset(
         ("cert-manager.io/v1", "Issuer"),
         ("cert-manager.io/v1", "Certificate"),
         ("monitoring.coreos.com/v1", "ServiceMonitor"),
+        ("monitoring.coreos.com/v1", "PrometheusRule"),
     }
 )
 
@@ -50,6 +51,13 @@ MATRIX: dict[str, dict[str, Any]] = {
     "cert-manager": {
         "webhook": {"certManager": {"enabled": True}},
         "metrics": {"serviceMonitor": {"enabled": True}},
+    },
+    "monitoring": {
+        "metrics": {
+            "serviceMonitor": {"enabled": True},
+            "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}},
+            "grafanaDashboard": {"enabled": True},
+        },
     },
     "all-options": {
         "gate": {"enabled": False},

@@ -206,7 +206,7 @@ def test_an_unknown_region_is_logged_once_counted_and_never_written(node: Node) 
     path.write_bytes(bytes(data))
     monitor = node.monitor()
     registry = CollectorRegistry()
-    registry.register(ShareCollector(monitor.usage, monitor.refused))
+    registry.register(ShareCollector("node-1", monitor.usage, monitor.refused))
     with capture_logs() as logs:
         for _ in range(3):
             monitor.tick()
@@ -244,10 +244,10 @@ def test_usage_metrics_follow_prepared_claims_and_go_with_them(node: Node) -> No
     offline.launch()
     monitor = node.monitor()
     registry = CollectorRegistry()
-    registry.register(ShareCollector(monitor.usage, monitor.refused))
+    registry.register(ShareCollector("node-1", monitor.usage, monitor.refused))
     monitor.tick()
     labels = {
-        "namespace": "default", "pod": "pod-on", "claim": "claim-on", "uuid": A,
+        "node": "node-1", "namespace": "default", "pod": "pod-on", "claim": "claim-on", "uuid": A,
         "priority": "online", "isolation": "burst-share",
     }  # fmt: skip
     sample = registry.get_sample_value

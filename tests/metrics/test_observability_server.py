@@ -46,6 +46,7 @@ def server(readiness: Flag) -> Iterator[ObservabilityServer]:
     checks: dict[str, HealthCheck] = {"informers": readiness}
     srv = ObservabilityServer(
         registry,
+        component="test",
         host="127.0.0.1",
         port=0,
         liveness={"ping": lambda: None},
@@ -89,7 +90,9 @@ def test_a_crashing_check_fails_the_probe_instead_of_the_server() -> None:
     def broken() -> str | None:
         raise RuntimeError("lease lookup exploded")
 
-    srv = ObservabilityServer(CollectorRegistry(), host="127.0.0.1", readiness={"lease": broken})
+    srv = ObservabilityServer(
+        CollectorRegistry(), component="test", host="127.0.0.1", readiness={"lease": broken}
+    )
     srv.start()
     try:
         assert get(srv, "/readyz") == (
@@ -110,7 +113,7 @@ def test_unknown_path_is_404(server: ObservabilityServer) -> None:
 
 def test_stop_releases_the_port_and_is_idempotent() -> None:
     """After stop the port can be bound again, and a second stop is harmless."""
-    srv = ObservabilityServer(CollectorRegistry(), host="127.0.0.1")
+    srv = ObservabilityServer(CollectorRegistry(), component="test", host="127.0.0.1")
     srv.start()
     port = srv.port
     srv.stop()
@@ -118,3 +121,15 @@ def test_stop_releases_the_port_and_is_idempotent() -> None:
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", port))
+
+
+def test_every_probe_check_is_a_metric_that_follows_it(
+    server: ObservabilityServer, readiness: Flag
+) -> None:
+    """gpushare_probe_check_ok is 0 while a check fails and 1 once it passes, per probe."""
+    _, body = get(server, "/metrics")
+    assert 'gpushare_probe_check_ok{check="informers",component="test",probe="readyz"} 0.0' in body
+    assert 'gpushare_probe_check_ok{check="ping",component="test",probe="livez"} 1.0' in body
+    readiness.reason = None
+    _, body = get(server, "/metrics")
+    assert 'gpushare_probe_check_ok{check="informers",component="test",probe="readyz"} 1.0' in body

@@ -152,7 +152,7 @@ def test_livez_fails_naming_the_stalled_loop_and_metrics_show_its_silence(
     registry = CollectorRegistry()
     register_silence(registry, lambda: [loop])
     server = ObservabilityServer(
-        registry, host="127.0.0.1", port=0, liveness=liveness_checks([loop])
+        registry, component="test", host="127.0.0.1", port=0, liveness=liveness_checks([loop])
     )
     server.start()
     loop.start()

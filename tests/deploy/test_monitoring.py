@@ -1,0 +1,153 @@
+"""The chart's alerts and Grafana dashboard: valid PromQL over series the components export."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import promql_parser
+import pytest
+from deploy.chartkit import CHART, Rendered
+from prometheus_client import CollectorRegistry
+
+from dra_driver.controller.metrics import CardCollector, ControllerMetrics
+from dra_driver.kubeletplugin.metrics import PluginMetrics, ShareCollector
+from dra_driver.metrics import ObservabilityServer
+from dra_driver.metrics.watchdog import register_silence
+from dra_driver.webhook.metrics import WebhookMetrics
+
+DASHBOARD = CHART / "dashboards" / "gpushare-dra-driver.json"
+_SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
+_METRIC = re.compile(r"\bgpushare_[a-z_]+\b")
+# Grafana replaces these before the query reaches Prometheus.
+_GRAFANA_VARIABLES = re.compile(r"\$(?:\{\w+\}|\w+)")
+
+
+@pytest.fixture(scope="module")
+def exported() -> set[str]:
+    """Return every series name the controller, webhook and kubelet plugin can export."""
+    registry = CollectorRegistry()
+    ControllerMetrics(registry)
+    registry.register(CardCollector(lambda: None))
+    WebhookMetrics(registry)
+    PluginMetrics(registry)
+    registry.register(ShareCollector("node-1", list, dict))
+    register_silence(registry, list)
+    ObservabilityServer(registry, component="kubelet-plugin", host="127.0.0.1").stop()
+    return {
+        family.name + suffix for family in registry.collect() for suffix in _SUFFIXES[family.type]
+    }
+
+
+@pytest.fixture(scope="module")
+def monitoring(rendered: Callable[[str], Rendered]) -> Rendered:
+    """Render the chart with the PrometheusRule and the dashboard ConfigMap on."""
+    return rendered("monitoring")
+
+
+def rules(monitoring: Rendered) -> Iterator[dict[str, Any]]:
+    for group in monitoring.one("PrometheusRule")["spec"]["groups"]:
+        yield from group["rules"]
+
+
+def dashboard_queries() -> Iterator[str]:
+    document = json.loads(DASHBOARD.read_text())
+    for panel in document["panels"]:
+        for target in panel.get("targets", []):
+            yield target["expr"]
+    for variable in document["templating"]["list"]:
+        if variable["type"] == "query":
+            yield variable["query"]["query"]
+
+
+def test_defaults_render_neither_rules_nor_dashboard(rendered: Callable[[str], Rendered]) -> None:
+    """Both are opt-in: their CRD or a Grafana sidecar may not exist."""
+    defaults = rendered("defaults")
+    assert defaults.of_kind("PrometheusRule") == []
+    assert not [
+        c for c in defaults.of_kind("ConfigMap") if c["metadata"]["name"].endswith("-dashboard")
+    ]
+
+
+def test_the_five_alerts_are_there_with_severity_and_text(monitoring: Rendered) -> None:
+    """Plugin not ready, prepare errors, no leader, no consumable capacity, unread regions."""
+    found = {rule["alert"]: rule for rule in rules(monitoring)}
+    assert set(found) == {
+        "GpushareKubeletPluginNotReady",
+        "GpusharePrepareErrors",
+        "GpushareControllerWithoutLeader",
+        "GpushareConsumableCapacityUnsupported",
+        "GpushareHamiRegionNotUnderstood",
+    }
+    for name, rule in found.items():
+        assert rule["labels"]["severity"] in ("warning", "critical"), name
+        assert rule["annotations"]["summary"], name
+        assert rule["annotations"]["description"], name
+        assert 'namespace="gpushare"' in rule["expr"], name  # only this release's pods
+
+
+def test_every_alert_is_valid_promql_over_exported_series(
+    monitoring: Rendered, exported: set[str]
+) -> None:
+    """Each expression parses, and each series it names is one a component exports."""
+    for rule in rules(monitoring):
+        promql_parser.parse(rule["expr"])
+        for metric in _METRIC.findall(rule["expr"]):
+            assert metric in exported, (rule["alert"], metric)
+
+
+def test_the_alerts_templates_reach_prometheus_unrendered(monitoring: Rendered) -> None:
+    """Helm leaves Prometheus's own {{ $labels.* }} templates in the annotations."""
+    summary = {r["alert"]: r["annotations"]["summary"] for r in rules(monitoring)}
+    assert "{{ $labels.pod }}" in summary["GpushareKubeletPluginNotReady"]
+    assert "{{ $labels.check }}" in summary["GpushareKubeletPluginNotReady"]
+
+
+def test_every_dashboard_query_is_valid_promql_over_exported_series(exported: set[str]) -> None:
+    """Each panel and variable query parses (Grafana variables filled in) and names real series."""
+    queries = list(dashboard_queries())
+    assert len(queries) > 10
+    for query in queries:
+        if query.startswith("label_values("):
+            metric = query.removeprefix("label_values(").split(",")[0]
+            assert metric in exported, query
+            continue
+        promql_parser.parse(_GRAFANA_VARIABLES.sub("x", query))
+        for metric in _METRIC.findall(query):
+            assert metric in exported, (query, metric)
+
+
+def test_the_dashboard_covers_each_share_series_and_uses_its_variables() -> None:
+    """Memory used and limit, SM use and suspension are each shown; $node and $namespace exist."""
+    document = json.loads(DASHBOARD.read_text())
+    queries = " ".join(dashboard_queries())
+    for series in (
+        "memory_used_bytes",
+        "memory_limit_bytes",
+        "sm_utilization_percent",
+        "suspended",
+    ):
+        assert f"gpushare_share_{series}" in queries, series
+    variables = {v["name"] for v in document["templating"]["list"]}
+    assert {"datasource", "node", "namespace"} <= variables
+    used = set(re.findall(r"\$(\w+)", queries)) | {"datasource"}
+    assert used <= variables
+    ids = [panel["id"] for panel in document["panels"]]
+    assert len(ids) == len(set(ids))
+
+
+def test_the_sidecar_configmap_carries_the_dashboard_file(monitoring: Rendered) -> None:
+    """The ConfigMap holds the JSON as committed, labelled for Grafana's sidecar."""
+    configmap = monitoring.one("ConfigMap", "gpushare-dashboard")
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(configmap["data"]["gpushare-dra-driver.json"]) == json.loads(
+        DASHBOARD.read_text()
+    )
+
+
+def test_the_service_monitor_keeps_the_share_series_workload_labels(monitoring: Rendered) -> None:
+    """honorLabels on the plugin's port: a share's namespace and pod are the workload's."""
+    endpoints = {e["port"]: e for e in monitoring.one("ServiceMonitor")["spec"]["endpoints"]}
+    assert endpoints["metrics"]["honorLabels"] is True
