@@ -170,7 +170,7 @@ class CudaWork:
         for kubelet in self._cluster.kubelets.values():
             for (ns, name, _), edits in kubelet.containers.items():
                 if (ns, name) == (namespace, pod) and region_env(edits.env):
-                    task, memory = _task(edits.env, edits.mounts)
+                    task, memory = fake_task(edits.env, edits.mounts)
                     return CudaProcess(pod, task, memory, self._clock)
         raise CudaWorkError(
             f"pod {namespace}/{pod} runs no container with a HAMi-core region "
@@ -198,9 +198,14 @@ def host_path(container_path: str, mounts: Sequence[Mapping[str, object]]) -> Pa
     return best[1] / wanted.relative_to(best[0])
 
 
-def _task(
+def fake_task(
     env: Mapping[str, str], mounts: Sequence[Mapping[str, object]]
 ) -> tuple[FakeTask, list[int]]:
+    """Create the region a container told ``env`` with ``mounts`` gets; return it and its memory.
+
+    The region is where the container's mount puts its ``CUDA_DEVICE_MEMORY_SHARED_CACHE``,
+    with the limits, priority and policy it was told; the memory is what its process holds.
+    """
     uuids = [u for u in env.get("GPUSHARE_DEVICE_UUIDS", "").split(",") if u]
     try:
         limits = [

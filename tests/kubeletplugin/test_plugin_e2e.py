@@ -18,11 +18,16 @@ from kubernetes import client
 
 from dra_driver._proto.dra.v1 import api_pb2 as dra
 from dra_driver._proto.dra.v1 import api_pb2_grpc as dra_grpc
+from dra_driver.api import DriverNames
 from dra_driver.cdi import validate_spec
 from dra_driver.k8s import raw
 from dra_driver.nvml.inventory import load_inventory
+from dra_driver.simulate.cudawork import fake_task
 from dra_driver.testing.cluster import FakeCluster
 from dra_driver.testing.processes import start_plugin
+from dra_driver.testing.regions import FakeProcess, FakeTask
+
+GIB = 1024**3
 
 # Two cards whose NVML index order is the reverse of their PCI bus order: limits must follow
 # the bus order (the CUDA ordinal with CUDA_DEVICE_ORDER=PCI_BUS_ID), never the host index.
@@ -361,3 +366,63 @@ def test_a_container_per_request_is_told_its_own_request_only(
     nodes_b = [n["path"] for n in kubelet.containers[("default", "p", "b")].device_nodes]
     # Each container sees the card of its own request (and the control nodes), not the other's.
     assert [n for n in nodes_a if n[-1].isdigit()] != [] != [n for n in nodes_b if n[-1].isdigit()]
+
+
+# -- the node monitor in the plugin process: held while online is busy, released on exit ----
+
+
+def priority_template(name: str, priority: str) -> dict[str, Any]:
+    """Return a template for a 30-core 2Gi share of the given priority."""
+    names = DriverNames.for_driver(DRIVER)
+    body = template(name, capacity={"requests": {"cores": "30", "memory": "2Gi"}})
+    parameters = {"apiVersion": names.config_api_version, "kind": names.config_kind,
+                  "priority": priority}  # fmt: skip
+    body["spec"]["spec"]["devices"]["config"] = [
+        {"requests": ["gpu"], "opaque": {"driver": DRIVER, "parameters": parameters}}
+    ]
+    return body
+
+
+def region_of(cluster: FakeCluster, pod_name: str) -> FakeTask:
+    """Create the region the pod's container would write, where its CDI mount puts it."""
+    running_env(cluster, pod_name)
+    edits = cluster.kubelets["node-a"].containers[("default", pod_name, "c")]
+    task, _ = fake_task(edits.env, edits.mounts)
+    return task
+
+
+def test_the_monitor_holds_offline_work_and_never_leaves_it_held_when_it_goes(
+    cluster: FakeCluster, inventory: Path
+) -> None:
+    """Held while online is busy; SIGTERM resumes it; after SIGKILL the next plugin lifts it."""
+    env = {"MONITOR_PERIOD": "0.2"}
+    plugin = Plugin(cluster, inventory, env=env)
+    plugin.wait_serving()
+    cluster.apply([
+        priority_template("online", "online"), priority_template("offline", "offline"),
+        pod("on", "online"), pod("off", "offline"),
+    ])  # fmt: skip
+    online, offline = region_of(cluster, "on"), region_of(cluster, "off")
+    assert (
+        running_env(cluster, "on")["GPUSHARE_DEVICE_UUIDS"]
+        == (running_env(cluster, "off")["GPUSHARE_DEVICE_UUIDS"])
+    )
+    online.set_processes([FakeProcess(1, 1001, [GIB], [30])])  # busy: its SM use says so
+    offline.launch()
+    cluster.wait_for(lambda: offline.suspended, "offline work to be held", timeout=10)
+    assert plugin.terminate() == 0, plugin.log.read_text()
+    assert not offline.suspended
+    assert (online.utilization_switch, offline.utilization_switch) == (1, 1)
+
+    plugin = Plugin(cluster, inventory, env=env)  # the claims are still prepared
+    plugin.wait_serving()
+    cluster.wait_for(lambda: offline.suspended, "offline work to be held again", timeout=10)
+    plugin.kill()  # no handler runs: the hold stays in the region
+    online.set_processes([FakeProcess(1, 1001, [GIB], [0])])  # online work ends meanwhile
+    assert offline.suspended
+    plugin = Plugin(cluster, inventory, env=env)
+    plugin.wait_serving()
+    try:
+        cluster.wait_for(lambda: not offline.suspended, "the hold to be lifted", timeout=5)
+    finally:
+        assert plugin.terminate() == 0, plugin.log.read_text()
