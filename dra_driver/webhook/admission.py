@@ -25,7 +25,7 @@ from dra_driver.webhook import review
 from dra_driver.webhook.capacity import Limits
 from dra_driver.webhook.claims import validate_claim_spec
 from dra_driver.webhook.containers import container_problems
-from dra_driver.webhook.pods import cached_or_fetched, gate_patch, once
+from dra_driver.webhook.pods import PodContext, cached_or_fetched, gate_patch, once
 from dra_driver.webhook.review import AdmissionRequest, MalformedReviewError
 
 Object = Mapping[str, Any]
@@ -169,26 +169,12 @@ class Admission:
         templates = once(cached_or_fetched(cluster.template, cluster.fetch_template))
         claims = once(cached_or_fetched(cluster.claim, cluster.fetch_claim))
         classes = cluster.device_classes()
-        problems = container_problems(
-            pod,
-            names=self._names,
-            classes=classes,
-            templates=templates,
-            claims=claims,
-            namespace=request.namespace,
-            default_backend=self._default_backend,
-        )
+        context = PodContext(self._names, classes, templates, claims, request.namespace)
+        problems = container_problems(pod, context, self._default_backend)
         if problems:
             log.info("webhook.pod_denied", namespace=request.namespace, name=request.name)
             return review.denied(request.uid, problems), "denied"
-        patch = gate_patch(
-            pod,
-            names=self._names,
-            classes=classes,
-            templates=templates,
-            claims=claims,
-            namespace=request.namespace,
-        )
+        patch = gate_patch(pod, context)
         if not patch:
             return review.allowed(request.uid), "allowed"
         log.info("webhook.gated", namespace=request.namespace, name=request.name)

@@ -28,7 +28,7 @@ from dra_driver.api import Backend, ConfigError, DriverNames, decode_config, mer
 from dra_driver.api.errors import quote
 from dra_driver.structured.classes import class_driver, device_entries
 from dra_driver.structured.config import applies_to, parent_request
-from dra_driver.webhook.pods import Lookup
+from dra_driver.webhook.pods import PodContext
 
 Object = Mapping[str, Any]
 
@@ -56,27 +56,10 @@ class _Container:
     claims: Sequence[Object]
 
 
-def container_problems(
-    pod: Object,
-    *,
-    names: DriverNames,
-    classes: Mapping[str, Object],
-    templates: Lookup,
-    claims: Lookup,
-    namespace: str,
-    default_backend: Backend,
-) -> list[str]:
+def container_problems(pod: Object, context: PodContext, default_backend: Backend) -> list[str]:
     """Return why ``pod``'s containers cannot each be told exactly their own shares."""
     spec = pod.get("spec") or {}
-    ours = _pod_claims(
-        spec,
-        names=names,
-        classes=classes,
-        templates=templates,
-        claims=claims,
-        namespace=namespace,
-        default_backend=default_backend,
-    )
+    ours = _pod_claims(spec, context.of(pod), default_backend)
     if not ours:
         return []
     containers = list(_containers(spec))
@@ -85,7 +68,7 @@ def container_problems(
     for container in containers:
         units = _units(container, ours)
         if len(units) > 1:
-            problems.append(_too_many(container, units, names))
+            problems.append(_too_many(container, units, context.names))
         if container.concurrent:
             for unit in units:
                 users.setdefault(unit, []).append(container)
@@ -131,25 +114,19 @@ def _units(container: _Container, ours: Mapping[str, _PodClaim]) -> list[tuple[s
 
 
 def _pod_claims(
-    spec: Object,
-    *,
-    names: DriverNames,
-    classes: Mapping[str, Object],
-    templates: Lookup,
-    claims: Lookup,
-    namespace: str,
-    default_backend: Backend,
+    spec: Object, context: PodContext, default_backend: Backend
 ) -> dict[str, _PodClaim]:
+    names, classes, namespace = context.names, context.classes, context.namespace
     found: dict[str, _PodClaim] = {}
     for entry in spec.get("resourceClaims") or []:
         reserved: tuple[str, ...] = ()
         if entry.get("resourceClaimTemplateName"):
             label = f"template {entry['resourceClaimTemplateName']}"
-            template = templates(namespace, str(entry["resourceClaimTemplateName"]))
+            template = context.templates(namespace, str(entry["resourceClaimTemplateName"]))
             claim_spec = ((template or {}).get("spec") or {}).get("spec") or {}
         elif entry.get("resourceClaimName"):
             label = str(entry["resourceClaimName"])
-            claim = claims(namespace, label) or {}
+            claim = context.claims(namespace, label) or {}
             claim_spec = claim.get("spec") or {}
             reserved = tuple(
                 str(ref.get("name"))

@@ -8,6 +8,7 @@ other pod is left exactly as it is. Pure apart from a log line for a claim nobod
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,6 +22,23 @@ Lookup = Callable[[str, str], Object | None]
 """Find an object by ``(namespace, name)``; ``None`` when it does not exist (or is unknown)."""
 
 log = get_logger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class PodContext:
+    """What judging a pod's claims needs: the driver's names and where to find its objects."""
+
+    names: DriverNames
+    classes: Mapping[str, Object]
+    templates: Lookup
+    claims: Lookup
+    namespace: str = ""
+    """The admission request's namespace, for a pod whose metadata has none yet."""
+
+    def of(self, pod: Object) -> PodContext:
+        """Return this context in the namespace of ``pod`` (its own, else the request's)."""
+        namespace = str((pod.get("metadata") or {}).get("namespace") or self.namespace)
+        return dataclasses.replace(self, namespace=namespace)
 
 
 def cached_or_fetched(cached: Lookup, fetch: Lookup) -> Lookup:
@@ -46,18 +64,9 @@ def once(lookup: Lookup) -> Lookup:
     return remembered
 
 
-def gate_patch(
-    pod: Object,
-    *,
-    names: DriverNames,
-    classes: Mapping[str, Object],
-    templates: Lookup,
-    claims: Lookup,
-    namespace: str = "",
-) -> list[JsonPatchOp]:
+def gate_patch(pod: Object, context: PodContext) -> list[JsonPatchOp]:
     """Return the JSON Patch that adds our scheduling gate to ``pod``, or ``[]``.
 
-    ``namespace`` is the admission request's, used when the pod's metadata has none yet.
     Nothing is added to a pod already gated, to one already bound to a node (the API server
     forbids gates there), or to one that does not use our driver. A claim or template that
     cannot be found counts as not ours: the pod then waits for it like any other, and the
@@ -65,39 +74,27 @@ def gate_patch(
     """
     spec = pod.get("spec") or {}
     gates = spec.get("schedulingGates")
-    if spec.get("nodeName") or any(
-        (gate or {}).get("name") == names.scheduling_gate for gate in gates or []
-    ):
+    gate_name = context.names.scheduling_gate
+    if spec.get("nodeName") or any((gate or {}).get("name") == gate_name for gate in gates or []):
         return []
-    metadata = pod.get("metadata") or {}
-    namespace = str(metadata.get("namespace") or namespace)
-    if not _uses_driver(
-        spec, namespace, names=names, classes=classes, templates=templates, claims=claims
-    ):
+    if not _uses_driver(spec, context.of(pod)):
         return []
-    gate = {"name": names.scheduling_gate}
+    gate = {"name": gate_name}
     if isinstance(gates, list) and gates:
         return [{"op": "add", "path": "/spec/schedulingGates/-", "value": gate}]
     return [{"op": "add", "path": "/spec/schedulingGates", "value": [gate]}]
 
 
-def _uses_driver(
-    spec: Object,
-    namespace: str,
-    *,
-    names: DriverNames,
-    classes: Mapping[str, Object],
-    templates: Lookup,
-    claims: Lookup,
-) -> bool:
+def _uses_driver(spec: Object, context: PodContext) -> bool:
+    namespace = context.namespace
     for entry in spec.get("resourceClaims") or []:
         if entry.get("resourceClaimTemplateName"):
             kind, name = "ResourceClaimTemplate", str(entry["resourceClaimTemplateName"])
-            found = templates(namespace, name)
+            found = context.templates(namespace, name)
             claim_spec = ((found or {}).get("spec") or {}).get("spec") or {}
         elif entry.get("resourceClaimName"):
             kind, name = "ResourceClaim", str(entry["resourceClaimName"])
-            found = claims(namespace, name)
+            found = context.claims(namespace, name)
             claim_spec = (found or {}).get("spec") or {}
         else:
             continue
@@ -111,6 +108,6 @@ def _uses_driver(
                 effect="the pod is not gated; kube-scheduler allocates it if it ever can",
             )
             continue
-        if spec_uses_driver(claim_spec, classes, names.driver):
+        if spec_uses_driver(claim_spec, context.classes, context.names.driver):
             return True
     return False

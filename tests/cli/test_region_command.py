@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 from pathlib import Path
 
 import pytest
+from hamicore.golden import golden_file, golden_values
 
 from dra_driver.cli.main import main
-
-DATA = Path(__file__).resolve().parents[1] / "data" / "hami-core"
 
 
 @pytest.fixture
 def region(tmp_path: Path) -> Path:
-    path = tmp_path / "gpu.cache"
-    path.write_bytes(gzip.decompress((DATA / "region.bin.gz").read_bytes()))
-    return path
+    return golden_file(tmp_path / "gpu.cache")
 
 
 def test_json_output_is_the_golden_regions_known_values(
@@ -27,7 +23,7 @@ def test_json_output_is_the_golden_regions_known_values(
     """-o json prints exactly what HAMi-core's layout wrote into the golden region."""
     assert main(["region", str(region), "-o", "json"], environ={}) == 0
     printed = json.loads(capsys.readouterr().out)
-    expected = json.loads((DATA / "expected.json").read_text())
+    expected = golden_values()
     assert {key: printed[key] for key in expected} == expected
 
 

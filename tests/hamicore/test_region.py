@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
-import gzip
-import json
-from pathlib import Path
-
 import pytest
+from hamicore.golden import golden_region, golden_values
 
 from dra_driver.hamicore import REGION_SIZE, RegionError, decode_region, region_to_json
 from dra_driver.hamicore.layout import INT32, UINT64, V1_2
-
-DATA = Path(__file__).resolve().parents[1] / "data" / "hami-core"
 
 
 @pytest.fixture(scope="module")
 def golden() -> bytes:
     """Return a region written by HAMi-core's own struct layout, with known values."""
-    return gzip.decompress((DATA / "region.bin.gz").read_bytes())
+    return golden_region()
 
 
 def test_the_golden_region_decodes_to_its_known_values(golden: bytes) -> None:
     """Every value HAMi-core's layout put in the golden file comes back, field by field."""
-    expected = json.loads((DATA / "expected.json").read_text())
+    expected = golden_values()
     decoded = region_to_json(decode_region(golden))
     assert {key: decoded[key] for key in expected} == expected
     assert set(decoded) - set(expected) == {"owner_pid"}

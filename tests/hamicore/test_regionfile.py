@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-import gzip
 import os
 import threading
 from pathlib import Path
 
 import pytest
+from hamicore.golden import golden_file
 
 from dra_driver.hamicore import RegionError
 from dra_driver.hamicore.layout import INT32, V1_2
 from dra_driver.hamicore.regionfile import RegionFile
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "hami-core"
-
 
 @pytest.fixture
 def golden(tmp_path: Path) -> Path:
-    path = tmp_path / "golden.cache"
-    path.write_bytes(gzip.decompress((DATA / "region.bin.gz").read_bytes()))
-    return path
+    return golden_file(tmp_path / "golden.cache")
 
 
 def test_the_golden_region_reads_as_the_monitor_needs_it(golden: Path) -> None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import gzip
 import os
 import time
 from pathlib import Path
 
 import pytest
+from hamicore.golden import golden_region
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
@@ -24,7 +24,6 @@ from dra_driver.testing.regions import FakeProcess, FakeTask
 
 A, B = "GPU-aaaaaaaa-0000-4000-8000-000000000001", "GPU-bbbbbbbb-0000-4000-8000-000000000002"
 GI = 1 << 30
-DATA = Path(__file__).resolve().parents[1] / "data" / "hami-core"
 
 
 class Node:
@@ -201,7 +200,7 @@ def test_an_unknown_region_is_logged_once_counted_and_never_written(node: Node) 
     """A region of a format it does not know is left alone, said once, and shows in metrics."""
     node.claim("x", "offline")
     path = node.root / "x" / "gpu.cache"
-    data = bytearray(gzip.decompress((DATA / "region.bin.gz").read_bytes()))
+    data = bytearray(golden_region())
     INT32.pack_into(data, 8, 9)  # version 1.9
     path.write_bytes(bytes(data))
     monitor = node.monitor()

@@ -120,16 +120,17 @@ def pod(name: str, template_name: str) -> dict[str, Any]:
     }
 
 
-def running_env(cluster: FakeCluster, name: str) -> dict[str, str]:
+def container_env(cluster: FakeCluster, pod: str, container: str = "c") -> dict[str, str]:
+    """Wait for the pod to run; return what its container was told."""
     core = client.CoreV1Api(cluster.api)
     cluster.wait_for(
         lambda: (
-            raw.call(core.read_namespaced_pod, name, "default")["status"].get("phase") == "Running"
+            raw.call(core.read_namespaced_pod, pod, "default")["status"].get("phase") == "Running"
         ),
-        f"pod {name} to run",
+        f"pod {pod} to run",
         timeout=20,
     )
-    return cluster.kubelets["node-a"].containers[("default", name, "c")].env
+    return cluster.kubelets["node-a"].containers[("default", pod, container)].env
 
 
 def test_registers_and_publishes_one_device_per_card(cluster: FakeCluster, plugin: Plugin) -> None:
@@ -163,7 +164,7 @@ def test_one_card_share_gets_its_limits(cluster: FakeCluster, plugin: Plugin) ->
             pod("p1", "share"),
         ]
     )
-    env = running_env(cluster, "p1")
+    env = container_env(cluster, "p1")
     assert env["CUDA_DEVICE_MEMORY_LIMIT_0"] == "5120m"
     assert env["CUDA_DEVICE_SM_LIMIT_0"] == "30"
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
@@ -176,7 +177,7 @@ def test_one_card_share_gets_its_limits(cluster: FakeCluster, plugin: Plugin) ->
 def test_two_card_claim_keys_limits_by_pci_order(cluster: FakeCluster, plugin: Plugin) -> None:
     """With two cards, ordinal 0 is the card with the lower PCI bus ID, not host index 0."""
     cluster.apply([template("two", count=2), pod("p2", "two")])
-    env = running_env(cluster, "p2")
+    env = container_env(cluster, "p2")
     assert env["GPUSHARE_DEVICE_UUIDS"] == (
         "GPU-aaaaaaaa-0000-4000-8000-000000000002,GPU-aaaaaaaa-0000-4000-8000-000000000001"
     )
@@ -333,18 +334,6 @@ def pod_per_request(name: str) -> dict[str, Any]:
     }
 
 
-def container_env(cluster: FakeCluster, pod: str, container: str) -> dict[str, str]:
-    core = client.CoreV1Api(cluster.api)
-    cluster.wait_for(
-        lambda: (
-            raw.call(core.read_namespaced_pod, pod, "default")["status"].get("phase") == "Running"
-        ),
-        f"pod {pod} to run",
-        timeout=20,
-    )
-    return cluster.kubelets["node-a"].containers[("default", pod, container)].env
-
-
 def test_a_container_per_request_is_told_its_own_request_only(
     cluster: FakeCluster, plugin: Plugin
 ) -> None:
@@ -385,7 +374,7 @@ def priority_template(name: str, priority: str) -> dict[str, Any]:
 
 def region_of(cluster: FakeCluster, pod_name: str) -> FakeTask:
     """Create the region the pod's container would write, where its CDI mount puts it."""
-    running_env(cluster, pod_name)
+    container_env(cluster, pod_name)
     edits = cluster.kubelets["node-a"].containers[("default", pod_name, "c")]
     task, _ = fake_task(edits.env, edits.mounts)
     return task
@@ -404,8 +393,8 @@ def test_the_monitor_holds_offline_work_and_never_leaves_it_held_when_it_goes(
     ])  # fmt: skip
     online, offline = region_of(cluster, "on"), region_of(cluster, "off")
     assert (
-        running_env(cluster, "on")["GPUSHARE_DEVICE_UUIDS"]
-        == (running_env(cluster, "off")["GPUSHARE_DEVICE_UUIDS"])
+        container_env(cluster, "on")["GPUSHARE_DEVICE_UUIDS"]
+        == (container_env(cluster, "off")["GPUSHARE_DEVICE_UUIDS"])
     )
     online.set_processes([FakeProcess(1, 1001, [GIB], [30])])  # busy: its SM use says so
     offline.launch()

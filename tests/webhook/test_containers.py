@@ -19,6 +19,7 @@ from webhook.kit import (
 
 from dra_driver.api import Backend
 from dra_driver.webhook.containers import container_problems
+from dra_driver.webhook.pods import PodContext
 
 TWO_REQUESTS = template(
     claim_spec(
@@ -51,15 +52,14 @@ def problems(
     pod: Object, *, default: Backend = Backend.HAMI_CORE, shared: Object | None = None
 ) -> list[str]:
     templates = {t["metadata"]["name"]: t for t in (TWO_REQUESTS, ONE_REQUEST, NO_BACKEND)}
-    return container_problems(
-        pod,
-        names=NAMES,
-        classes=classes(),
+    context = PodContext(
+        NAMES,
+        classes(),
         templates=lambda _, name: templates.get(name),
         claims=lambda _, name: shared if shared and name == "shared" else None,
         namespace="default",
-        default_backend=default,
     )
+    return container_problems(pod, context, default)
 
 
 def test_one_container_per_request_of_a_two_request_claim_is_allowed() -> None:
