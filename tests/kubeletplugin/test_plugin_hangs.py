@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from harness.manifests import DEVICE_CLASS, DRIVER
-from kubeletplugin.test_plugin_e2e import INVENTORY, pod, running_env, template
+from kubeletplugin.test_plugin_e2e import INVENTORY, container_env, pod, template
 from kubernetes import client
 
 from dra_driver.k8s import raw
@@ -78,10 +78,10 @@ def test_prepare_and_publishing_survive_a_partition(
     """With every open connection silent, the next claim is prepared and a lost slice rewritten."""
     cluster.wait_for(lambda: slices(cluster), "the node's slices", BOUND)
     cluster.apply([template("share", capacity={"requests": {"cores": "30"}}), pod("p1", "share")])
-    running_env(cluster, "p1")
+    container_env(cluster, "p1")
     assert cluster.server.blackhole(AGENT) >= 2  # the slice watch and a pooled connection
     cluster.apply([pod("p2", "share")])
-    env = running_env(cluster, "p2")
+    env = container_env(cluster, "p2")
     assert env["CUDA_DEVICE_SM_LIMIT_0"] == "30"
     (name,) = slices(cluster)
     raw.call(client.ResourceV1Api(cluster.api).delete_resource_slice, name)
@@ -97,7 +97,7 @@ def test_a_claim_read_that_never_answers_fails_prepare_once(
         verb="get", resource="resourceclaims", agent=AGENT, hang=True, times=1
     )
     cluster.apply([template("share", capacity={"requests": {"cores": "30"}}), pod("p1", "share")])
-    running_env(cluster, "p1")
+    container_env(cluster, "p1")
     assert hang.hits == 1
     assert "request timed out" in plugin.output()
 
