@@ -27,7 +27,7 @@ from typing import Any, Final
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
-from dra_driver.api import DriverNames
+from dra_driver.api import Backend, DriverNames
 from dra_driver.k8s import objects, raw
 from dra_driver.k8s.errors import NotFoundError
 from dra_driver.k8s.informer import EventType, Informer, InformerGroup
@@ -62,14 +62,26 @@ SHARES: Final = (
 )
 
 
-def claim_spec(names: DriverNames, share: Share, card_memory: int) -> Object:
+def claim_spec(
+    names: DriverNames, share: Share, card_memory: int, backend: Backend | None = None
+) -> Object:
     """Return the claim spec asking for ``share`` of a card of ``card_memory`` bytes."""
     exactly: Object = {"deviceClassName": names.default_device_class}
     if share.fraction < 1:
         memory = int(card_memory * share.fraction) // _MIB
         cores = int(100 * share.fraction)
         exactly["capacity"] = {"requests": {"cores": str(cores), "memory": f"{memory}Mi"}}
-    return {"devices": {"requests": [{"name": CONTAINER_CLAIM, "exactly": exactly}]}}
+    devices: Object = {"requests": [{"name": CONTAINER_CLAIM, "exactly": exactly}]}
+    if backend is not None:
+        parameters = {"apiVersion": names.config_api_version, "kind": names.config_kind,
+                      "backend": str(backend)}  # fmt: skip
+        devices["config"] = [
+            {
+                "requests": [CONTAINER_CLAIM],
+                "opaque": {"driver": names.driver, "parameters": parameters},
+            }
+        ]
+    return {"devices": devices}
 
 
 def share_template(names: DriverNames, share: Share, card_memory: int) -> Object:
@@ -143,7 +155,10 @@ def plan_wave(
                 "apiVersion": "resource.k8s.io/v1",
                 "kind": "ResourceClaim",
                 "metadata": {"name": name},
-                "spec": claim_spec(names, _draw(rng), card_memory),
+                # Pods that use one claim together cannot share a HAMi-core region (each would
+                # erase the other's accounting): the webhook and the plugin refuse that, so
+                # such a claim only accounts, as its users would have to choose.
+                "spec": claim_spec(names, _draw(rng), card_memory, Backend.NONE),
             }
         )
         planned += [PlannedPod(f"{name}-{n}", claim=name) for n in range(pods_per_claim)]

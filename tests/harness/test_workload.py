@@ -12,7 +12,7 @@ import pytest
 from harness.apiserver.builders import SHARE_ID
 from prometheus_client import CollectorRegistry, generate_latest
 
-from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
+from dra_driver.api import DEFAULT_DRIVER_NAME, Backend, DriverNames, decode_config
 from dra_driver.api.classes import default_device_classes
 from dra_driver.cdi import spec_file_name
 from dra_driver.controller.engine import Snapshot
@@ -87,6 +87,14 @@ def test_plan_wave_shares_each_named_claim_among_its_pods() -> None:
     assert users == {"w-shared-0": 4, "w-shared-1": 4}
     assert [claim["metadata"]["name"] for claim in wave.claims] == ["w-shared-0", "w-shared-1"]
     assert {pod.template for pod in wave.pods if pod.template} <= {s.name for s in SHARES}
+
+
+def test_a_claim_several_pods_share_asks_for_backend_none() -> None:
+    """HAMi-core refuses a claim shared by pods, so the workload's shared claims only account."""
+    wave = plan_wave(NAMES, random.Random(3), "w", 10, CARD, shared_claims=1, pods_per_claim=4)  # noqa: S311
+    (config,) = wave.claims[0]["spec"]["devices"]["config"]
+    assert config["opaque"]["parameters"]["backend"] == "none"
+    assert decode_config(config["opaque"]["parameters"], NAMES).backend is Backend.NONE
 
 
 def test_plan_wave_refuses_more_shared_pods_than_pods() -> None:
