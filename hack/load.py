@@ -62,6 +62,7 @@ from dra_driver.metrics.settings import ObservabilitySettings
 from dra_driver.nvml.inventory import Inventory, builtin_inventory, dump_inventory
 from dra_driver.testing import invariants
 from dra_driver.testing.cluster import FakeCluster
+from dra_driver.testing.endstate import controller_cards_taken, leftovers, wait_clean
 from dra_driver.testing.processes import ComponentProcess, start_plugin
 from dra_driver.testing.workload import (
     HARNESS_USER_AGENT,
@@ -69,12 +70,9 @@ from dra_driver.testing.workload import (
     Tracker,
     Wave,
     card_memory,
-    controller_cards_taken,
-    leftovers,
     plan_wave,
     share_template,
     start_leading_controller,
-    wait_clean,
 )
 
 NAMES: Final = DriverNames.for_driver(DEFAULT_DRIVER_NAME)

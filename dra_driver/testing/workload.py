@@ -4,9 +4,8 @@
 ResourceClaimTemplate (each pod gets its own claim), some share a named ResourceClaim with a
 few other pods. :class:`Tracker` watches the pods and claims and records when each pod was
 created, had every claim allocated, lost our scheduling gate, was bound and ran, so latency is
-measured the same way whoever allocates. :func:`leftovers` lists what a finished workload must
-not leave behind anywhere: claims, allocations, our finalizer, CDI specs, checkpoint entries,
-capacity the controller still counts as taken.
+measured the same way whoever allocates. What a finished workload must not leave behind is in
+:mod:`dra_driver.testing.endstate`.
 """
 
 from __future__ import annotations
@@ -18,21 +17,18 @@ import os
 import random
 import threading
 import time
-import urllib.request
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Final
 
 from kubernetes import client
-from prometheus_client.parser import text_string_to_metric_families
 
 from dra_driver.api import Backend, DriverNames
 from dra_driver.k8s import objects, raw
 from dra_driver.k8s.errors import NotFoundError
 from dra_driver.k8s.informer import EventType, Informer, InformerGroup
 from dra_driver.plan.inventory import node_slices
-from dra_driver.testing import invariants
 from dra_driver.testing.cluster import FakeCluster
 from dra_driver.testing.processes import ComponentProcess, start_controller
 
@@ -319,65 +315,6 @@ class Tracker:
             times = self.times.get(name)
             if times is not None and times.allocated is None:
                 times.allocated = now
-
-
-# -- the end state -------------------------------------------------------------------------
-
-
-def leftovers(cluster: FakeCluster, names: DriverNames) -> list[str]:
-    """Return what is left of finished workloads, one line each; ``[]`` when clean.
-
-    A claim of any namespace, allocated or carrying our finalizer; a CDI spec or checkpoint
-    entry of ours on any node.
-    """
-    found = []
-    resource = client.ResourceV1Api(cluster.api)
-    for claim in raw.call(resource.list_resource_claim_for_all_namespaces)["items"]:
-        where = f"claim {claim['metadata']['namespace']}/{claim['metadata']['name']}"
-        if (claim.get("status") or {}).get("allocation"):
-            found.append(f"{where} is still allocated")
-        if names.finalizer in (claim["metadata"].get("finalizers") or []):
-            found.append(f"{where} still has the finalizer {names.finalizer}")
-    for node in cluster.inventory.nodes:
-        dirs = cluster.node_dirs(node.name)
-        files = invariants.node_files(dirs.cdi, dirs.plugins / names.driver, names)
-        found += [f"CDI spec {spec} on {node.name}" for spec in sorted(files.specs)]
-        found += [f"checkpoint entry {uid} on {node.name}" for uid in sorted(files.entries)]
-    return found
-
-
-def controller_cards_taken(url: str, nodes: int) -> list[str]:
-    """Return each card the controller's metrics at ``url`` count as partly allocated.
-
-    Also a line when the metrics cover fewer than ``nodes`` nodes: a card the controller does
-    not know is no card it could call free.
-    """
-    with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - the caller names its own metrics URL
-        text = response.read().decode()
-    taken: dict[str, list[str]] = {}
-    seen_nodes = set()
-    for family in text_string_to_metric_families(text):
-        if family.name != "gpushare_controller_card_allocated":
-            continue
-        for sample in family.samples:
-            seen_nodes.add(sample.labels["node"])
-            if sample.value:
-                card = f"card {sample.labels['node']}/{sample.labels['device']}"
-                taken.setdefault(card, []).append(f"{sample.value:g} {sample.labels['capacity']}")
-    found = [f"{card}: {', '.join(amounts)} taken" for card, amounts in sorted(taken.items())]
-    if len(seen_nodes) < nodes:
-        found.append(f"the controller's metrics show {len(seen_nodes)} of {nodes} nodes' cards")
-    return found
-
-
-def wait_clean(check: Callable[[], list[str]], timeout: float) -> tuple[list[str], float]:
-    """Poll ``check`` until it finds nothing; return the last findings and the seconds taken."""
-    start = time.monotonic()
-    found = check()
-    while found and time.monotonic() - start < timeout:
-        time.sleep(0.25)
-        found = check()
-    return found, time.monotonic() - start
 
 
 def card_memory(cluster: FakeCluster) -> int:

@@ -20,12 +20,11 @@ from dra_driver.controller.metrics import CardCollector
 from dra_driver.nvml.inventory import builtin_inventory
 from dra_driver.plan.inventory import node_object, node_slices
 from dra_driver.testing.cluster import FakeCluster
+from dra_driver.testing.endstate import controller_cards_taken, leftovers
 from dra_driver.testing.workload import (
     SHARES,
     PlannedPod,
     claim_spec,
-    controller_cards_taken,
-    leftovers,
     plan_wave,
 )
 
