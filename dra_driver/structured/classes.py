@@ -93,6 +93,22 @@ def device_entries(claim_spec: Mapping[str, Any]) -> Iterator[tuple[str, str, Ma
                 yield path, f"{name}/{sub.get('name', '')}", sub
 
 
+def driver_requests(
+    claim_spec: Mapping[str, Any], classes: Mapping[str, Mapping[str, Any]], driver: str
+) -> tuple[str, ...]:
+    """Return the names of the claim spec's requests that ask for a class of ``driver``.
+
+    A request counts when its ``exactly`` or any ``firstAvailable`` alternative does; classes
+    missing from ``classes`` count as another driver's.
+    """
+    requests = []
+    for _, result, entry in device_entries(claim_spec):
+        device_class = classes.get(str(entry.get("deviceClassName", "")))
+        if device_class is not None and class_driver(device_class) == driver:
+            requests.append(result.split("/", 1)[0])
+    return tuple(dict.fromkeys(requests))
+
+
 def spec_uses_driver(
     claim_spec: Mapping[str, Any], classes: Mapping[str, Mapping[str, Any]], driver: str
 ) -> bool:
@@ -100,8 +116,4 @@ def spec_uses_driver(
 
     Classes missing from ``classes`` count as another driver's: nothing is known about them.
     """
-    for _, _, entry in device_entries(claim_spec):
-        device_class = classes.get(str(entry.get("deviceClassName", "")))
-        if device_class is not None and class_driver(device_class) == driver:
-            return True
-    return False
+    return bool(driver_requests(claim_spec, classes, driver))

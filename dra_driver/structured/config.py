@@ -13,7 +13,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dra_driver.api import DriverNames, GpuShareConfig, decode_config, merge_configs
+from dra_driver.api import (
+    Backend,
+    ConfigError,
+    DriverNames,
+    GpuShareConfig,
+    decode_config,
+    merge_configs,
+)
+from dra_driver.structured.classes import device_entries, driver_requests
 
 Object = dict[str, Any]
 
@@ -55,3 +63,36 @@ def share_config(
         decode_config(parameters, names, path=field)
         for field, parameters in configs_for(entries, names.driver, request, path=path)
     )
+
+
+def chosen_backend(
+    claim_spec: Mapping[str, Any], names: DriverNames, classes: Mapping[str, Mapping[str, Any]]
+) -> Backend | None:
+    """Return the backend a claim spec's configs choose for its requests of our driver.
+
+    ``None`` when they choose none (the node's default applies), when the spec asks for no
+    device of ours, or when a config does not decode (whoever validates the claim says why).
+    Validation makes every request of a claim choose the same backend, so the first decides.
+    """
+    requests = driver_requests(claim_spec, classes, names.driver)
+    if not requests:
+        return None
+    entries = [
+        entry for _, result, entry in device_entries(claim_spec)
+        if parent_request(result) == requests[0]
+    ]  # fmt: skip
+    device_class = classes.get(str(entries[0].get("deviceClassName", ""))) or {}
+    sources = [
+        *({**config, "source": "FromClass"} for config in _configs(device_class.get("spec"))),
+        *({**config, "source": "FromClaim"} for config in _configs(claim_spec.get("devices"))),
+    ]
+    try:
+        merged = share_config(sources, names, requests[0], path="config")
+    except ConfigError:
+        return None
+    return merged.effective().backend
+
+
+def _configs(holder: object) -> list[Mapping[str, Any]]:
+    configs = holder.get("config") if isinstance(holder, Mapping) else None
+    return [c for c in configs if isinstance(c, Mapping)] if isinstance(configs, list) else []

@@ -24,10 +24,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from dra_driver.api import Backend, ConfigError, DriverNames, decode_config, merge_configs
+from dra_driver.api import Backend, DriverNames
 from dra_driver.api.errors import quote
-from dra_driver.structured.classes import class_driver, device_entries
-from dra_driver.structured.config import applies_to, parent_request
+from dra_driver.structured.classes import driver_requests
+from dra_driver.structured.config import chosen_backend
 from dra_driver.webhook.pods import PodContext
 
 Object = Mapping[str, Any]
@@ -135,46 +135,11 @@ def _pod_claims(
             )
         else:
             continue
-        requests = _our_requests(claim_spec, classes, names.driver)
+        requests = driver_requests(claim_spec, classes, names.driver)
         if requests:
-            backend = _backend(claim_spec, requests[0], names, classes) or default_backend
+            backend = chosen_backend(claim_spec, names, classes) or default_backend
             found[str(entry.get("name", ""))] = _PodClaim(label, requests, backend, reserved)
     return found
-
-
-def _our_requests(
-    claim_spec: Object, classes: Mapping[str, Object], driver: str
-) -> tuple[str, ...]:
-    requests = []
-    for _, result, fields in device_entries(claim_spec):
-        device_class = classes.get(str(fields.get("deviceClassName", "")))
-        if device_class is not None and class_driver(device_class) == driver:
-            requests.append(parent_request(result))
-    return tuple(dict.fromkeys(requests))
-
-
-def _backend(
-    claim_spec: Object, request: str, names: DriverNames, classes: Mapping[str, Object]
-) -> Backend | None:
-    """Return the backend the claim's configs choose (one for all its requests, as validated)."""
-    entries = [
-        fields for _, result, fields in device_entries(claim_spec)
-        if parent_request(result) == request
-    ]  # fmt: skip
-    class_spec = (classes.get(str(entries[0].get("deviceClassName", ""))) or {}).get("spec") or {}
-    claim_configs = (claim_spec.get("devices") or {}).get("config") or []
-    sources = [*(class_spec.get("config") or []), *claim_configs]
-    configs = []
-    for config in sources:
-        opaque = config.get("opaque") or {}
-        if opaque.get("driver") != names.driver or not applies_to(config.get("requests"), request):
-            continue
-        parameters: Any = opaque.get("parameters")  # decode_config says what is wrong with it
-        try:
-            configs.append(decode_config(parameters, names, path="parameters"))
-        except ConfigError:
-            return None  # refused where the claim is validated; judge it by the default
-    return merge_configs(configs).effective().backend
 
 
 def _too_many(container: _Container, units: Sequence[tuple[str, str]], names: DriverNames) -> str:
