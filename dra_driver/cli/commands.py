@@ -122,6 +122,7 @@ def controller(invocation: Invocation) -> int:
             kube,
             invocation.settings(ObservabilitySettings),
             hosted=hosted.loops() if hosted is not None else (),
+            default_backend=webhook_settings.backend,
         )
     finally:
         if hosted is not None:

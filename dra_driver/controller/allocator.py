@@ -23,7 +23,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Final
 
-from dra_driver.api import DriverNames
+from dra_driver.api import Backend, DriverNames
 from dra_driver.controller.engine import (
     Placed,
     Policy,
@@ -33,6 +33,7 @@ from dra_driver.controller.engine import (
     uses_driver,
 )
 from dra_driver.controller.metrics import ControllerMetrics
+from dra_driver.controller.sharing import claim_in_use
 from dra_driver.controller.view import ClusterView
 from dra_driver.controller.writes import ClaimWriter
 from dra_driver.k8s import objects
@@ -71,10 +72,12 @@ class Allocator:
         events: EventSink,
         metrics: ControllerMetrics,
         policy: Policy,
+        default_backend: Backend = Backend.HAMI_CORE,
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
     ) -> None:
         self._names = names
+        self._default_backend = default_backend
         self._view = view
         self._writer = writer
         self._events = events
@@ -84,6 +87,9 @@ class Allocator:
         # Jitter, not secrecy: any generator breaks the tie.
         self._rng = rng or random.Random()  # noqa: S311
         self._last_reason: dict[str, str] = {}
+        # Pods whose gate this worker removed, until the pod cache shows it gone: a decision
+        # made before the watch catches up must not take them for still waiting.
+        self._ungated: dict[PodKey, str] = {}
 
     def reconcile(self, key: PodKey) -> None:
         """Allocate the pod's claims of this driver and remove its gate, or say why not.
@@ -98,10 +104,12 @@ class Allocator:
         pod = self._view.pods.get(*key)
         if pod is None:
             self._last_reason.pop("/".join(key), None)
+            self._ungated.pop(key, None)
             return
-        if not objects.has_scheduling_gate(pod, self._names.scheduling_gate) or objects.is_deleting(
-            pod
-        ):
+        if not objects.has_scheduling_gate(pod, self._names.scheduling_gate):
+            self._ungated.pop(key, None)
+            return
+        if objects.is_deleting(pod):
             return
         with bound(pod="/".join(key), pod_uid=objects.uid(pod)):
             claims = self._claims(pod)
@@ -163,8 +171,10 @@ class Allocator:
             return
         else:
             self._commit(pod, ours)
+            self._hold_if_in_use(pod, ours)
         if not self._writer.remove_gate(pod, self._names.scheduling_gate):
             return
+        self._ungated[object_key(pod)] = objects.uid(pod)
         self._last_reason.pop(_pod_key(pod), None)
         created = (pod.get("metadata") or {}).get("creationTimestamp")
         if created:
@@ -215,6 +225,23 @@ class Allocator:
         for claim in tentative:
             self._view.assume(self._writer.add_finalizer(claim), in_place=True)
         log.info("allocation.committed", claims=len(tentative))
+
+    def _hold_if_in_use(self, pod: Object, ours: list[Object]) -> None:
+        """Keep the gate while another pod uses a claim that serves one pod at a time."""
+        classes = self._view.snapshot().classes
+        pods = self._view.pods.list()
+        reason = claim_in_use(
+            pod,
+            ours,
+            pods,
+            classes,
+            names=self._names,
+            default_backend=self._default_backend,
+            ungated=set(self._ungated.values()),
+        )
+        if reason is not None:
+            self._refuse(pod, reason, event="ClaimInUse")
+            raise Requeue(_UNPLACEABLE_RETRY_SECONDS, "a claim of the pod is in use by another")
 
     def _tentative(self, claim: Object) -> bool:
         """Allocated by us and not committed yet: no finalizer of ours nor kube-scheduler's."""
@@ -287,11 +314,11 @@ class Allocator:
                 released = True
         return released
 
-    def _refuse(self, pod: Object, reason: str) -> None:
+    def _refuse(self, pod: Object, reason: str, *, event: str = "FailedAllocation") -> None:
         key = _pod_key(pod)
         if self._last_reason.get(key) != reason:
             self._last_reason[key] = reason
-            self._events.record(pod, "Warning", "FailedAllocation", reason)
+            self._events.record(pod, "Warning", event, reason)
             log.info("allocation.waiting", reason=reason)
 
 

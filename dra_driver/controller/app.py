@@ -15,7 +15,7 @@ from typing import Any, Final
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
-from dra_driver.api import DriverNames
+from dra_driver.api import Backend, DriverNames
 from dra_driver.controller.allocator import CATCH_UP, Allocator
 from dra_driver.controller.engine import Policy
 from dra_driver.controller.metrics import CardCollector, ControllerMetrics
@@ -52,7 +52,10 @@ def policy_of(settings: ControllerSettings) -> Policy:
 
 
 class Controller:
-    """The allocation controller; ``start`` returns at once, ``lost`` fires on lost leadership."""
+    """The allocation controller; ``start`` returns at once, ``lost`` fires on lost leadership.
+
+    ``default_backend`` is the kubelet plugins' backend for claims whose config names none.
+    """
 
     def __init__(
         self,
@@ -60,6 +63,7 @@ class Controller:
         names: DriverNames,
         settings: ControllerSettings,
         registry: CollectorRegistry,
+        default_backend: Backend = Backend.HAMI_CORE,
     ) -> None:
         self._names, self._settings = names, settings
         self.metrics = ControllerMetrics(registry)
@@ -75,6 +79,7 @@ class Controller:
             events=self._events,
             metrics=self.metrics,
             policy=policy_of(settings),
+            default_backend=default_backend,
         )
         releaser = Releaser(names, self.view, writer, self.metrics)
         stall_limit = timeouts_of(api_client).calls(_PASS_CALLS)

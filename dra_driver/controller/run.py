@@ -8,7 +8,7 @@ from typing import Final
 
 from prometheus_client import CollectorRegistry
 
-from dra_driver.api import DriverNames
+from dra_driver.api import Backend, DriverNames
 from dra_driver.controller.app import Controller
 from dra_driver.controller.settings import ControllerSettings
 from dra_driver.k8s.client import ClientConfigError, new_api_client
@@ -33,10 +33,12 @@ def run(
     stop: threading.Event | None = None,
     *,
     hosted: Sequence[Watched] = (),
+    default_backend: Backend = Backend.HAMI_CORE,
 ) -> int:
     """Run until SIGTERM/SIGINT (or ``stop``); return the exit status.
 
-    ``hosted`` are the loops of what else the process serves (the webhook), watched as well.
+    ``hosted`` are the loops of what else the process serves (the webhook), watched as well;
+    ``default_backend`` is the kubelet plugins' backend for claims whose config names none.
     """
     stop = stop or stop_on_signals()
     bind(driver=names.driver, component="controller")
@@ -47,7 +49,7 @@ def run(
         return EXIT_CONFIG
     registry = CollectorRegistry()
     try:
-        controller = Controller(api_client, names, settings, registry)
+        controller = Controller(api_client, names, settings, registry, default_backend)
     except ValueError as exc:  # bad leader-election timings
         log.error("controller.config", error=str(exc))  # noqa: TRY400 - the message says it all
         api_client.close()  # type: ignore[no-untyped-call]  # unannotated upstream

@@ -26,8 +26,8 @@ class WebhookSettings:
     )
     backend: Backend = flag(
         Backend.HAMI_CORE,
-        "the kubelet plugins' default backend (their --backend): how pods using claims whose "
-        "config names no backend are judged",
+        "the kubelet plugins' default backend (their --backend): how the webhook and the "
+        "controller judge pods using claims whose config names no backend",
     )
     webhook_enabled: bool = flag(
         False,

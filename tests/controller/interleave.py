@@ -15,6 +15,7 @@ from controller.kit import NAMES, slices_of
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
+from dra_driver.api import Backend
 from dra_driver.api.classes import default_device_classes
 from dra_driver.controller.allocator import Allocator
 from dra_driver.controller.engine import Policy
@@ -151,8 +152,14 @@ class Server:
         return nodes
 
 
-def make(*nodes: NodeInventory) -> tuple[ClusterView, Server, Allocator, Releaser, Events]:
-    """Build a view over hand-fed caches, a Server, and the controller's two reconcilers."""
+def make(
+    *nodes: NodeInventory, default_backend: Backend = Backend.NONE
+) -> tuple[ClusterView, Server, Allocator, Releaser, Events]:
+    """Build a view over hand-fed caches, a Server, and the controller's two reconcilers.
+
+    The plugins' default backend is ``none`` unless given: pods share claims here to race the
+    allocation and release protocol, which a hami-core claim would serve one pod at a time.
+    """
     view = ClusterView(client.ApiClient(), NAMES, lambda *_: None)
     for informer in view.informers:
         informer._synced.set()
@@ -172,6 +179,7 @@ def make(*nodes: NodeInventory) -> tuple[ClusterView, Server, Allocator, Release
         events=events,
         metrics=metrics,
         policy=Policy(),  # type: ignore[arg-type]
+        default_backend=default_backend,
     )
     releaser = Releaser(NAMES, view, server, metrics)  # type: ignore[arg-type]
     return view, server, allocator, releaser, events

@@ -414,3 +414,59 @@ def test_online_and_offline_shares_share_one_card(work_dir: Path) -> None:
             for c in claims(cluster)
         ]
         assert memory == ["5Gi", "5Gi"]
+
+
+def named_claim_pods(backend: str | None) -> list[Object]:
+    """Return a named claim of one share (with ``backend`` if given) and two pods naming it."""
+    spec = template("x", "30", "5Gi")["spec"]["spec"]
+    if backend is not None:
+        parameters = {
+            "apiVersion": NAMES.config_api_version,
+            "kind": NAMES.config_kind,
+            "backend": backend,
+        }
+        spec["devices"]["config"] = [{"opaque": {"driver": NAMES.driver, "parameters": parameters}}]
+    named = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "named"},
+        "spec": spec,
+    }
+    pods = [gated_pod(name, "unused") for name in ("first", "second")]
+    for pod in pods:
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "named"}]
+    return [named, *pods]
+
+
+def test_pods_created_together_on_a_hami_core_claim_run_one_at_a_time(work_dir: Path) -> None:
+    """Two pods of one named hami-core claim: one runs, the other waits gated until it ends."""
+    with harness(work_dir, node("node-a", 1)) as cluster, running(cluster):
+        cluster.apply(named_claim_pods(backend=None))
+
+        def one_bound_one_held() -> tuple[Object, str] | None:
+            pods = {name: read_pod(cluster, name) for name in ("first", "second")}
+            running_pods = [p for p in pods.values() if p["spec"].get("nodeName")]
+            held = [n for n, p in pods.items() if objects.has_scheduling_gate(p, GATE)]
+            in_use = held and any(e["reason"] == "ClaimInUse" for e in events_for(cluster, held[0]))
+            return (running_pods[0], held[0]) if len(running_pods) == 1 and in_use else None
+
+        winner, waiting = cluster.wait_for(one_bound_one_held, "one pod bound, one held")
+        (event,) = [e for e in events_for(cluster, waiting) if e["reason"] == "ClaimInUse"]
+        assert f'in use by pod "{winner["metadata"]["name"]}"' in event["message"]
+        assert event["type"] == "Warning"
+        objects.patch_pod_status(client.CoreV1Api(cluster.api), winner, {"phase": "Succeeded"})
+        second = cluster.wait_for(lambda: bound(cluster, waiting), "the held pod to be bound")
+        assert second["spec"]["nodeName"] == winner["spec"]["nodeName"]
+
+
+def test_pods_of_a_claim_with_backend_none_run_together(work_dir: Path) -> None:
+    """A named claim whose config chooses backend none is shared by both pods at once."""
+    with harness(work_dir, node("node-a", 1)) as cluster, running(cluster):
+        cluster.apply(named_claim_pods(backend="none"))
+        cluster.wait_for(lambda: bound(cluster, "first"), "the first pod")
+        cluster.wait_for(lambda: bound(cluster, "second"), "the second pod")
+        assert not any(
+            e["reason"] == "ClaimInUse"
+            for name in ("first", "second")
+            for e in events_for(cluster, name)
+        )

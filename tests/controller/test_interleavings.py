@@ -12,9 +12,11 @@ from controller.kit import NAMES, node
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
+from dra_driver.api import Backend
 from dra_driver.controller.app import Controller
 from dra_driver.controller.engine import Snapshot
 from dra_driver.controller.settings import ControllerSettings
+from dra_driver.k8s import objects
 from dra_driver.k8s.reconcile import Requeue
 from dra_driver.structured.allocated import AllocatedState
 
@@ -68,6 +70,33 @@ def test_rollback_keeps_a_shared_claim_another_pod_waits_for() -> None:
     placed = server.nodes_of_claims()
     assert placed["shared"] == placed["d1"] == "n1"
     assert "d2" not in placed
+
+
+def test_a_pod_just_ungated_holds_its_hami_core_claim_before_the_pod_watch_shows_it() -> None:
+    """A second pod of a hami-core claim is held while the cache lags, and goes once it ended."""
+    view, server, allocator, _, events = make(node("n", 1), default_backend=Backend.HAMI_CORE)
+    server.put("claims", claim_obj("x", "10", "1Gi"))
+    server.put("pods", pod_obj("pa", "x"))
+    server.put("pods", pod_obj("pb", "x"))
+    with contextlib.suppress(Requeue):
+        allocator.reconcile(("default", "pa"))  # allocates; the commit waits for the watch
+    server.deliver()
+    allocator.reconcile(("default", "pa"))  # commits and ungates
+    server.deliver([(kind, obj) for kind, obj in server.pending if kind == "claims"])
+    server.pending = [(kind, obj) for kind, obj in server.pending if kind != "claims"]
+    assert objects.has_scheduling_gate(view.pods.get("default", "pa"), NAMES.scheduling_gate)
+    with pytest.raises(Requeue):
+        allocator.reconcile(("default", "pb"))
+    (held,) = [e for e in events.items if e[1] == "ClaimInUse"]
+    assert held[0] == "pb"
+    assert 'in use by pod "pa"' in held[2]
+    assert objects.has_scheduling_gate(server.read_pod("default", "pb"), NAMES.scheduling_gate)
+    server.deliver()
+    pa = server.read_pod("default", "pa")
+    server.put("pods", {**pa, "status": {"phase": "Succeeded"}})
+    allocator.reconcile(("default", "pb"))
+    server.deliver()
+    assert not objects.has_scheduling_gate(view.pods.get("default", "pb"), NAMES.scheduling_gate)
 
 
 def test_leadership_lost_while_syncing_never_starts_the_loops() -> None:

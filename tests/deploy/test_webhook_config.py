@@ -194,7 +194,7 @@ def test_cert_manager_can_use_an_existing_issuer(rendered: Callable[[str], Rende
 
 
 def test_webhook_off_removes_every_webhook_piece(rendered: Callable[[str], Rendered]) -> None:
-    """webhook.enabled=false: no configurations, Service, TLS; the controller serves none."""
+    """webhook.enabled=false: no webhook pieces; the controller still knows the backend."""
     r = rendered("webhook-off")
     kinds = {o["kind"] for o in r.objects}
     assert not kinds & {
@@ -207,6 +207,7 @@ def test_webhook_off_removes_every_webhook_piece(rendered: Callable[[str], Rende
     container = containers(r.one("Deployment"))[0]
     env = env_of(container)
     assert env["WEBHOOK_ENABLED"] == "false"
+    assert env["BACKEND"] == "hami-core"  # it holds pods sharing a hami-core claim
     assert "TLS_CERT_FILE" not in env
     assert "webhook" not in {p["name"] for p in container["ports"]}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
