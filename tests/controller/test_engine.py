@@ -142,14 +142,35 @@ def test_all_mode_takes_every_matching_card():
     assert devices_of(decision) == ["n/gpu-0", "n/gpu-1", "n/gpu-2"]
 
 
-def test_all_mode_fails_when_one_card_is_full():
-    """``All`` fails when any matching card cannot take the share."""
-    snapshot = cluster(node("n", 2))
+def test_all_mode_leaves_out_cards_without_room():
+    """``All`` takes the cards with room for the share and leaves full ones out (as upstream)."""
+    snapshot = cluster(node("n", 3))
+    used = []
+    for full in (claim("whole"), claim("busy", request(cores="95", memory="1Gi"))):
+        decision = placed(snapshot, [full])
+        used += devices_of(decision)
+        commit(snapshot, [full], decision)
+    decision = placed(snapshot, [claim("a", request(all_devices=True, cores="10"))])
+    assert devices_of(decision) == sorted({"n/gpu-0", "n/gpu-1", "n/gpu-2"} - set(used))
+
+
+def test_all_mode_fails_when_no_card_has_room():
+    """``All`` with every matching card full fails and says so."""
+    snapshot = cluster(node("n", 1))
     whole = claim("whole")
     commit(snapshot, [whole], placed(snapshot, [whole]))
-    assert isinstance(
-        place(snapshot, [claim("a", request(all_devices=True, cores="10"))]), Unplaceable
-    )
+    decision = place(snapshot, [claim("a", request(all_devices=True, cores="10"))])
+    assert isinstance(decision, Unplaceable)
+    assert "claim default/a request gpu: no card with 10 cores" in decision.reason
+
+
+def test_all_mode_fails_on_a_card_the_pods_earlier_request_filled():
+    """A card that had room before the pod's own picks stays in "all", so the pod fails."""
+    snapshot = cluster(node("n", 1))
+    first = claim("first", request(cores="95", memory="1Gi"))
+    every = claim("every", request(all_devices=True, cores="10", memory="1Gi"))
+    assert isinstance(place(snapshot, [first, every]), Unplaceable)
+    assert devices_of(placed(snapshot, [every])) == ["n/gpu-0"]
 
 
 def test_first_available_falls_back_in_order_and_records_the_sub_request():

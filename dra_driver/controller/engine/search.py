@@ -111,8 +111,13 @@ class NodeSearch:
     def _fits(self, device: Device, alternative: Alternative, consumed: Any) -> bool:  # noqa: ANN401
         if consumed is None or alternative.exclusive:
             return not self._in_use(device)
-        free = self.free(device)
-        return free is not None and all(free[name] >= amount for name, amount in consumed.items())
+        return _has(self.free(device), consumed)
+
+    def _had_room(self, device: Device, alternative: Alternative, consumed: Any) -> bool:  # noqa: ANN401
+        """Whether the card could take the share before any tentative pick of this search."""
+        if consumed is None or alternative.exclusive:
+            return not self._snapshot.state.in_use(device.id)
+        return _has(self._snapshot.load.free[device.id], consumed)
 
     def _hosts_online(self, device: Device) -> bool:
         counts = self._snapshot.priorities.get(device.id, {})
@@ -318,6 +323,15 @@ class NodeSearch:
                 f"{', '.join(sorted(incomplete))} is being updated",
             )
             return False
+        # kube-scheduler decides what "all" is before it picks anything: every matching card
+        # whose free capacity, before this pod's picks, can take the share. Cards without
+        # that room are left out; one the pod's own earlier picks filled is a dead end.
+        candidates = [(d, c) for d, c in candidates if self._had_room(d, alternative, c)]
+        if not candidates:
+            self.shortages.setdefault(
+                label, f"{alternative.name}: allocationMode All, but no matching card has room"
+            )
+            return False
         pushed = 0
         for device, consumed in candidates:
             self._budget.step()
@@ -357,3 +371,8 @@ class NodeSearch:
             if best is None or close > best[0]:
                 best = (close, device, wanted, free)
         return False, None if best is None else best[1:]
+
+
+def _has(free: dict[str, Fraction] | None, consumed: dict[str, Fraction]) -> bool:
+    """Whether ``free`` capacity (``None``: the card is used whole) covers ``consumed``."""
+    return free is not None and all(free[name] >= amount for name, amount in consumed.items())
