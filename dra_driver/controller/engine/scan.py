@@ -22,7 +22,12 @@ from typing import Any, Final
 from dra_driver.controller.engine import explain, scoring
 from dra_driver.controller.engine.matching import Matcher, Pick
 from dra_driver.controller.engine.requests import ClaimSpec
-from dra_driver.controller.engine.search import Budget, BudgetExhausted, NodeSearch
+from dra_driver.controller.engine.search import (
+    Budget,
+    BudgetExhausted,
+    NodeSearch,
+    unusable_text,
+)
 from dra_driver.controller.engine.snapshot import Device, Snapshot
 from dra_driver.k8s.scheduling import node_selector_matches, node_unfit_reason
 
@@ -116,7 +121,11 @@ class Scan:
         )
         solution = search.solve()
         if solution is None:
-            self._remember(name, version, _why_not(search, self._specs))
+            reason, near = _why_not(search, self._specs)
+            unusable = self.snapshot.unusable_pools.get(name)
+            if unusable:  # kube-scheduler reports these when nothing else fits
+                reason = f"{reason} (not used: {unusable_text(unusable)})"
+            self._remember(name, version, (reason, near))
             return None
         picks, alternatives = solution
         devices = self.snapshot.devices[name]
@@ -168,12 +177,17 @@ class Scan:
         return message
 
     def _unfit(self, name: str) -> str | None:
-        node = self.snapshot.nodes[name]
+        node = self.snapshot.nodes.get(name)
+        if node is None:  # a deleted node's slices are garbage-collected a little later
+            return "node not found"
         reason = node_unfit_reason(self._pod, node)
         if reason is None and not all(node_selector_matches(s, node) for s in self._pinned):
             reason = "node didn't match the nodeSelector of the pod's allocated claims"
         if reason is None and not self.snapshot.devices.get(name):
             reason = f"node has no devices of {self.snapshot.names.driver}"
+            unusable = self.snapshot.unusable_pools.get(name)
+            if unusable:
+                reason = f"{reason} that may be used ({unusable_text(unusable)})"
         return reason
 
     def _may_fit(self, name: str) -> bool:

@@ -60,6 +60,7 @@ class NodeSearch:
     ) -> None:
         self._snapshot = snapshot
         self._matcher = matcher
+        self._node = node
         self._devices = snapshot.devices.get(node, ())
         self._claims = claims
         self._policy = policy
@@ -315,12 +316,12 @@ class NodeSearch:
     ) -> bool:
         if not candidates:
             return False
-        incomplete = {d.id[1] for d, _ in candidates if d.id[:2] in self._snapshot.incomplete_pools}
-        if incomplete:
+        unusable = self._snapshot.unusable_pools.get(self._node)
+        if unusable:
             self.shortages.setdefault(
                 label,
-                f"{alternative.name}: allocationMode All needs every card, but pool "
-                f"{', '.join(sorted(incomplete))} is being updated",
+                f"{alternative.name}: allocationMode All needs every card, but "
+                + unusable_text(unusable),
             )
             return False
         # kube-scheduler decides what "all" is before it picks anything: every matching card
@@ -376,3 +377,8 @@ class NodeSearch:
 def _has(free: dict[str, Fraction] | None, consumed: dict[str, Fraction]) -> bool:
     """Whether ``free`` capacity (``None``: the card is used whole) covers ``consumed``."""
     return free is not None and all(free[name] >= amount for name, amount in consumed.items())
+
+
+def unusable_text(pools: dict[str, str]) -> str:
+    """Say which pools of a node give no device and why: ``pool a is being updated``."""
+    return "; ".join(f"pool {pool} {why}" for pool, why in sorted(pools.items()))

@@ -86,7 +86,9 @@ class Snapshot:
     state: AllocatedState
     priorities: dict[DeviceId, dict[Priority, int]]
     """How many shares of each priority each of our devices has (placement uses it)."""
-    incomplete_pools: frozenset[tuple[str, str]]
+    unusable_pools: dict[str, dict[str, str]]
+    """Node -> pool -> why none of the pool's devices may be used there (kube-scheduler's
+    incomplete and invalid pools)."""
     problems: list[str]
     counted: dict[str, Object]
     """Claim UID -> the version of the claim whose allocation is counted."""
@@ -109,7 +111,7 @@ class Snapshot:
     ) -> Snapshot:
         """Assemble a snapshot from raw objects; malformed pieces become ``problems``."""
         problems: list[str] = []
-        devices, incomplete = _devices(names.driver, list(slices), problems)
+        devices, unusable = _devices(names.driver, list(slices), problems)
         by_node: dict[str, list[Device]] = {}
         for device in devices:
             by_node.setdefault(device.node, []).append(device)
@@ -126,7 +128,7 @@ class Snapshot:
             state=state,
             priorities={},
             counted={},
-            incomplete_pools=frozenset(incomplete),
+            unusable_pools=unusable,
             problems=problems,
             load=Load(state, {}),
         )
@@ -293,9 +295,15 @@ def _device(driver: str, node: str, pool: str, raw: Object, models: Models) -> D
 
 def _devices(
     driver: str, slices: list[Object], problems: list[str]
-) -> tuple[list[Device], set[tuple[str, str]]]:
-    """Our node-local devices at each pool's newest generation, and the incomplete pools.
+) -> tuple[list[Device], dict[str, dict[str, str]]]:
+    """Our node-local devices each node may use, and per node the pools it may not, and why.
 
+    Pools are judged per node, as kube-scheduler does: a node sees its own slices of a pool
+    at their newest generation. When it sees fewer than the pool's ``resourceSliceCount``,
+    the other nodes' slices decide: a newer generation elsewhere makes these obsolete (the
+    pool is ignored here), too few slices of this generation anywhere make it incomplete.
+    An incomplete pool, or one naming a device twice, gives no device. A device is one
+    ``(driver, pool, name)`` wherever it is listed, so its allocations count everywhere.
     A malformed slice or device is left out and reported; it never hides the others.
     """
     ours: list[_Slice] = []
@@ -307,31 +315,47 @@ def _devices(
             continue
         if read is not None:
             ours.append(read)
-    newest: dict[tuple[str, str], int] = {}
-    for read in ours:
-        key = (read.node, read.pool)
-        newest[key] = max(newest.get(key, 0), read.generation)
-    counts: dict[tuple[str, str], int] = {}
-    expected: dict[tuple[str, str], int] = {}
+    by_pool: dict[str, list[_Slice]] = {}
+    by_node_pool: dict[tuple[str, str], list[_Slice]] = {}
+    for read in sorted(ours, key=lambda r: r.name):
+        by_pool.setdefault(read.pool, []).append(read)
+        by_node_pool.setdefault((read.node, read.pool), []).append(read)
     models = Models()
     devices: list[Device] = []
-    seen: set[DeviceId] = set()
-    for read in sorted(ours, key=lambda r: r.name):
-        key = (read.node, read.pool)
-        if read.generation != newest[key]:
+    unusable: dict[str, dict[str, str]] = {}
+    for (node, pool), seen in by_node_pool.items():
+        generation = max(read.generation for read in seen)
+        current = [read for read in seen if read.generation == generation]
+        everywhere = by_pool[pool]
+        if len(current) != current[0].count:
+            if any(read.generation > generation for read in everywhere):
+                continue  # obsolete: the driver is replacing it, on another node
+            if sum(read.generation == generation for read in everywhere) != current[0].count:
+                unusable.setdefault(node, {})[pool] = "is being updated"
+                continue
+        found = _pool_devices(driver, current, models=models, problems=problems)
+        if isinstance(found, str):
+            unusable.setdefault(node, {})[pool] = found
+            problems.append(f"pool {pool} on node {node} {found}: none of its cards is used")
             continue
-        counts[key] = counts.get(key, 0) + 1
-        expected[key] = read.count
+        devices += found
+    return devices, unusable
+
+
+def _pool_devices(
+    driver: str, slices: list[_Slice], *, models: Models, problems: list[str]
+) -> list[Device] | str:
+    """Return the devices of one node's slices of a pool, or why the pool is invalid."""
+    names: set[str] = set()
+    devices = []
+    for read in slices:
         for raw in read.devices:
+            name = str(raw.get("name"))
+            if name in names:
+                return f"lists device {name} twice"
+            names.add(name)
             try:
-                device = _device(driver, read.node, read.pool, raw, models)
+                devices.append(_device(driver, read.node, read.pool, raw, models))
             except _MALFORMED as exc:
-                problems.append(f"ResourceSlice {read.name}: device {raw.get('name')}: {exc!s}")
-                continue
-            if device.id in seen:
-                problems.append(f"pool {read.pool}: device {device.name} is listed twice")
-                continue
-            seen.add(device.id)
-            devices.append(device)
-    incomplete = {key for key, count in counts.items() if count < expected[key]}
-    return devices, {(driver, pool) for _, pool in incomplete}
+                problems.append(f"ResourceSlice {read.name}: device {name}: {exc!s}")
+    return devices
