@@ -76,3 +76,8 @@ def summarize(total_nodes: int, reasons: Iterable[str]) -> str:
         for reason, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     ]
     return f"0/{total_nodes} nodes are available: " + "; ".join(parts)
+
+
+def unusable_text(pools: dict[str, str]) -> str:
+    """Say which pools of a node give no device and why: ``pool a is being updated``."""
+    return "; ".join(f"pool {pool} {why}" for pool, why in sorted(pools.items()))

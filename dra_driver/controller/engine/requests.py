@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import Any, Final
 
 from dra_driver.api import (
     ConfigError,
@@ -28,6 +28,10 @@ from dra_driver.structured.classes import (
 from dra_driver.structured.config import applies_to, share_config
 
 Object = dict[str, Any]
+
+
+MAX_RESULTS: Final = 32
+"""The most devices one claim's allocation may list (the API server refuses more)."""
 
 
 class ClaimRefused(Exception):  # noqa: N818 - an outcome the user must act on
@@ -239,6 +243,15 @@ def parse_claim(
         requests.append(Request(name, alternatives))
     if not requests:
         raise ClaimRefused("spec.devices.requests: the claim requests no devices")
+    # "All" counts one here: how many it takes depends on the node, checked by the search.
+    fewest = sum(
+        min(1 if a.all_devices else a.count for a in request.alternatives) for request in requests
+    )
+    if fewest > MAX_RESULTS:
+        raise ClaimRefused(
+            f"spec.devices.requests: the claim asks for at least {fewest} devices; an "
+            f"allocation can list at most {MAX_RESULTS}: split it into several claims"
+        )
     constraints = []
     for index, entry in enumerate(devices.get("constraints") or []):
         attribute = entry.get("matchAttribute") or entry.get("distinctAttribute")

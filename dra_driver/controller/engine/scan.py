@@ -22,12 +22,7 @@ from typing import Any, Final
 from dra_driver.controller.engine import explain, scoring
 from dra_driver.controller.engine.matching import Matcher, Pick
 from dra_driver.controller.engine.requests import ClaimSpec
-from dra_driver.controller.engine.search import (
-    Budget,
-    BudgetExhausted,
-    NodeSearch,
-    unusable_text,
-)
+from dra_driver.controller.engine.search import Budget, BudgetExhausted, NodeSearch
 from dra_driver.controller.engine.snapshot import Device, Snapshot
 from dra_driver.k8s.scheduling import node_selector_matches, node_unfit_reason
 
@@ -124,7 +119,7 @@ class Scan:
             reason, near = _why_not(search, self._specs)
             unusable = self.snapshot.unusable_pools.get(name)
             if unusable:  # kube-scheduler reports these when nothing else fits
-                reason = f"{reason} (not used: {unusable_text(unusable)})"
+                reason = f"{reason} (not used: {explain.unusable_text(unusable)})"
             self._remember(name, version, (reason, near))
             return None
         picks, alternatives = solution
@@ -187,7 +182,7 @@ class Scan:
             reason = f"node has no devices of {self.snapshot.names.driver}"
             unusable = self.snapshot.unusable_pools.get(name)
             if unusable:
-                reason = f"{reason} that may be used ({unusable_text(unusable)})"
+                reason = f"{reason} that may be used ({explain.unusable_text(unusable)})"
         return reason
 
     def _may_fit(self, name: str) -> bool:

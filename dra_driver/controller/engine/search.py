@@ -16,7 +16,7 @@ from typing import Any, Final
 from dra_driver.api import Priority
 from dra_driver.controller.engine import explain, scoring
 from dra_driver.controller.engine.matching import Matcher, Pick
-from dra_driver.controller.engine.requests import Alternative, ClaimSpec, Constraint
+from dra_driver.controller.engine.requests import MAX_RESULTS, Alternative, ClaimSpec, Constraint
 from dra_driver.controller.engine.snapshot import Device, Snapshot
 from dra_driver.structured.allocated import DeviceId
 from dra_driver.structured.consumable import CapacityRejected
@@ -265,6 +265,8 @@ class NodeSearch:
         candidates: list[tuple[Device, Any]],
         at: int,
     ) -> bool:
+        if self._too_many(claim, label, alternative, alternative.count):
+            return False
         ranked = self._ranked(alternative, candidates)
         if len(ranked) < alternative.count:
             self.shortages.setdefault(
@@ -274,6 +276,22 @@ class NodeSearch:
             )
             return False
         return self._take(claim, alternative, ranked, start=0, remaining=alternative.count, at=at)
+
+    def _too_many(self, claim: int, label: str, alternative: Alternative, adding: int) -> bool:
+        """Whether ``adding`` more results would take the claim past the API's limit.
+
+        Saying no here lets a ``firstAvailable`` request fall back to an alternative that
+        needs fewer devices, as kube-scheduler does.
+        """
+        total = adding + sum(1 for pick in self._picks if pick.claim == claim)
+        if total <= MAX_RESULTS:
+            return False
+        self.shortages.setdefault(
+            label,
+            f"{alternative.name}: the claim would list {total} devices, and an allocation "
+            f"can list at most {MAX_RESULTS}",
+        )
+        return True
 
     def _take(
         self,
@@ -321,7 +339,7 @@ class NodeSearch:
             self.shortages.setdefault(
                 label,
                 f"{alternative.name}: allocationMode All needs every card, but "
-                + unusable_text(unusable),
+                + explain.unusable_text(unusable),
             )
             return False
         # kube-scheduler decides what "all" is before it picks anything: every matching card
@@ -332,6 +350,8 @@ class NodeSearch:
             self.shortages.setdefault(
                 label, f"{alternative.name}: allocationMode All, but no matching card has room"
             )
+            return False
+        if self._too_many(claim, label, alternative, len(candidates)):
             return False
         pushed = 0
         for device, consumed in candidates:
@@ -377,8 +397,3 @@ class NodeSearch:
 def _has(free: dict[str, Fraction] | None, consumed: dict[str, Fraction]) -> bool:
     """Whether ``free`` capacity (``None``: the card is used whole) covers ``consumed``."""
     return free is not None and all(free[name] >= amount for name, amount in consumed.items())
-
-
-def unusable_text(pools: dict[str, str]) -> str:
-    """Say which pools of a node give no device and why: ``pool a is being updated``."""
-    return "; ".join(f"pool {pool} {why}" for pool, why in sorted(pools.items()))
