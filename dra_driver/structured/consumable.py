@@ -128,6 +128,20 @@ def consumed_capacity(
     return consumed
 
 
+def check_within(capacities: Mapping[str, Capacity], consumed: Mapping[str, Fraction]) -> None:
+    """Raise :class:`CapacityRejected` when one share would take more than the device has.
+
+    The scheduler skips such a device whether or not it may be shared; a device that may
+    not be shared would otherwise be handed out whole to a request it cannot serve.
+    """
+    for name, amount in sorted(consumed.items()):
+        capacity = capacities[name]
+        if amount > capacity.value:
+            raise CapacityRejected(
+                f"request {name} {_text(capacity, amount)} exceeds the device's {capacity.text}"
+            )
+
+
 def _round_up(name: str, capacity: Capacity, requested: Fraction) -> Fraction:
     """Apply the request policy to one requested amount, or reject it."""
     policy = capacity.policy

@@ -23,6 +23,7 @@ from dra_driver.structured.allocated import DeviceId
 from dra_driver.structured.consumable import (
     Capacity,
     CapacityRejected,
+    check_within,
     consumed_capacity,
     format_consumed,
 )
@@ -227,6 +228,8 @@ class Matcher:
             shareable, capacities = model.shareable, dict(model.capacities)
             try:
                 consumed = consumed_capacity(capacities, alternative.capacity)
+                if not shareable:
+                    check_within(capacities, consumed)
             except CapacityRejected as exc:
                 rejected = self._consumption[key] = _Rejected(str(exc))
                 return rejected

@@ -17,7 +17,7 @@ from dra_driver.api import Priority
 from dra_driver.controller.engine import explain, scoring
 from dra_driver.controller.engine.matching import Matcher, Pick
 from dra_driver.controller.engine.requests import MAX_RESULTS, Alternative, ClaimSpec, Constraint
-from dra_driver.controller.engine.snapshot import Device, Snapshot
+from dra_driver.controller.engine.snapshot import Device, Snapshot, typed_value
 from dra_driver.structured.allocated import DeviceId
 from dra_driver.structured.consumable import CapacityRejected
 
@@ -165,9 +165,10 @@ class NodeSearch:
     def _constraint_allows(self, claim: int, constraint: Constraint, device: Device) -> bool:
         if constraint.attribute not in device.attributes:
             return False
-        value = device.attributes[constraint.attribute]
+        # Typed, as kube-scheduler compares: true is not 1, a version is not a string.
+        value = typed_value(device.attributes[constraint.attribute])
         others = [
-            p.device.attributes[constraint.attribute]
+            typed_value(p.device.attributes[constraint.attribute])
             for p in self._picks
             if p.claim == claim and constraint.covers(p.alternative.name)
         ]

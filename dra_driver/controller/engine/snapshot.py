@@ -33,7 +33,7 @@ class Device:
     capacities: Mapping[str, Capacity]
     shareable: bool
     attributes: Mapping[str, Any]
-    """Fully qualified attribute name -> its value (int, bool, str; a version as its text)."""
+    """Fully qualified attribute name -> its value (int, bool, str, :class:`Version`)."""
     taints: tuple[Object, ...]
     variable: Mapping[str, Any]
     """The CEL value of ``device``."""
@@ -56,10 +56,23 @@ class Device:
         return (str(self.attributes.get(PCI_BUS_ID, "")), self.id[2])
 
 
+class Version(str):
+    """A ``version`` attribute's text: its type keeps it apart from a string of the same text."""
+
+    __slots__ = ()
+
+
+def typed_value(value: object) -> tuple[type, object]:
+    """Return an attribute value with its type, to compare values as kube-scheduler does."""
+    return type(value), value
+
+
 def _attribute_value(value: Mapping[str, Any]) -> Any:  # noqa: ANN401 - one of several types
     for kind in ("int", "bool", "string", "version", "ints", "bools", "strings", "versions"):
         if kind in value:
             item = value[kind]
+            if kind == "version":
+                return Version(item)
             return tuple(item) if isinstance(item, list) else item
     return None
 
