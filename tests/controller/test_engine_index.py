@@ -29,10 +29,11 @@ from hypothesis import strategies as st
 
 from dra_driver.api import Placement
 from dra_driver.controller.engine import Placed, Policy, Snapshot, Unplaceable, place_pod
+from dra_driver.controller.engine.budget import Budget
 from dra_driver.controller.engine.matching import Matcher
 from dra_driver.controller.engine.requests import parse_claim
 from dra_driver.controller.engine.scoring import node_key
-from dra_driver.controller.engine.search import Budget, NodeSearch
+from dra_driver.controller.engine.search import NodeSearch
 from dra_driver.structured.classes import only_driver_term
 
 Object = dict[str, Any]

@@ -12,10 +12,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dra_driver.controller.engine import order, scoring
+from dra_driver.controller.engine.budget import DEFAULT_STEP_BUDGET, Budget, BudgetExhausted
 from dra_driver.controller.engine.matching import Pick
 from dra_driver.controller.engine.requests import ClaimRefused, ClaimSpec, claim_key, parse_claim
 from dra_driver.controller.engine.scan import NodeKey, Scan
-from dra_driver.controller.engine.search import DEFAULT_STEP_BUDGET, Budget, BudgetExhausted
 from dra_driver.controller.engine.snapshot import Snapshot
 
 Object = dict[str, Any]

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any, Final
+from typing import Any
 
 from dra_driver.api import Priority
 from dra_driver.controller.engine import explain, scoring
+from dra_driver.controller.engine.budget import Budget
 from dra_driver.controller.engine.matching import Matcher, Pick
 from dra_driver.controller.engine.requests import MAX_RESULTS, Alternative, ClaimSpec, Constraint
 from dra_driver.controller.engine.snapshot import Device, Snapshot, typed_value
@@ -22,27 +23,6 @@ from dra_driver.structured.allocated import DeviceId
 from dra_driver.structured.consumable import CapacityRejected
 
 Object = dict[str, Any]
-
-DEFAULT_STEP_BUDGET: Final = 20_000
-_BLOCKING_TAINT_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
-
-
-class BudgetExhausted(Exception):  # noqa: N818 - an outcome, reported as a reason
-    """The decision took more search steps than allowed."""
-
-
-class Budget:
-    """Search steps left for one decision, shared by every node it looks at."""
-
-    def __init__(self, steps: int = DEFAULT_STEP_BUDGET) -> None:
-        self.limit = steps
-        self._left = steps
-
-    def step(self) -> None:
-        """Spend one step; raise :class:`BudgetExhausted` when none are left."""
-        self._left -= 1
-        if self._left < 0:
-            raise BudgetExhausted
 
 
 class NodeSearch:
@@ -75,6 +55,15 @@ class NodeSearch:
             (index, f"claim {claim.key} request {request.name}", request.alternatives)
             for index, claim in enumerate(claims)
             for request in claim.requests
+        ]
+        # The fewest results the claim's requests after each position need ("All": one).
+        self._rest = [
+            sum(
+                min(1 if a.all_devices else a.count for a in later)
+                for other, _, later in self._requests[at + 1 :]
+                if other == claim
+            )
+            for at, (claim, _, _) in enumerate(self._requests)
         ]
         self.failures: dict[str, str] = {}
         """Request label -> why no card could ever suit any of its alternatives here."""
@@ -115,8 +104,14 @@ class NodeSearch:
         return _has(self.free(device), consumed)
 
     def _had_room(self, device: Device, alternative: Alternative, consumed: Any) -> bool:  # noqa: ANN401
-        """Whether the card could take the share before any tentative pick of this search."""
-        if consumed is None or alternative.exclusive:
+        """Whether the card belongs to "all": it could take the share before this search.
+
+        An unshared device (``consumed`` is ``None``) always does; if it is in use, the
+        request fails, as kube-scheduler's does.
+        """
+        if consumed is None:
+            return True
+        if alternative.exclusive:
             return not self._snapshot.state.in_use(device.id)
         return _has(self._snapshot.load.free[device.id], consumed)
 
@@ -166,6 +161,8 @@ class NodeSearch:
         if constraint.attribute not in device.attributes:
             return False
         # Typed, as kube-scheduler compares: true is not 1, a version is not a string.
+        if device.attributes[constraint.attribute] is None:
+            return False  # a value of no known type matches nothing, as upstream
         value = typed_value(device.attributes[constraint.attribute])
         others = [
             typed_value(p.device.attributes[constraint.attribute])
@@ -266,7 +263,7 @@ class NodeSearch:
         candidates: list[tuple[Device, Any]],
         at: int,
     ) -> bool:
-        if self._too_many(claim, label, alternative, alternative.count):
+        if self._too_many(claim, label, alternative, adding=alternative.count, at=at):
             return False
         ranked = self._ranked(alternative, candidates)
         if len(ranked) < alternative.count:
@@ -278,15 +275,18 @@ class NodeSearch:
             return False
         return self._take(claim, alternative, ranked, start=0, remaining=alternative.count, at=at)
 
-    def _too_many(self, claim: int, label: str, alternative: Alternative, adding: int) -> bool:
-        """Whether ``adding`` more results would take the claim past the API's limit.
+    def _too_many(
+        self, claim: int, label: str, alternative: Alternative, *, adding: int, at: int
+    ) -> bool:
+        """Whether ``adding`` results, and the least the claim's later requests need, pass 32.
 
-        Saying no here lets a ``firstAvailable`` request fall back to an alternative that
-        needs fewer devices, as kube-scheduler does.
+        Saying so before picking lets a ``firstAvailable`` request fall back to an alternative
+        that needs fewer devices, as kube-scheduler does, without trying every set of cards.
         """
         total = adding + sum(1 for pick in self._picks if pick.claim == claim)
-        if total <= MAX_RESULTS:
+        if total + self._rest[at] <= MAX_RESULTS:
             return False
+        total += self._rest[at]
         self.shortages.setdefault(
             label,
             f"{alternative.name}: the claim would list {total} devices, and an allocation "
@@ -352,7 +352,7 @@ class NodeSearch:
                 label, f"{alternative.name}: allocationMode All, but no matching card has room"
             )
             return False
-        if self._too_many(claim, label, alternative, len(candidates)):
+        if self._too_many(claim, label, alternative, adding=len(candidates), at=at):
             return False
         pushed = 0
         for device, consumed in candidates:
