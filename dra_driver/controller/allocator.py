@@ -39,8 +39,9 @@ from dra_driver.controller.writes import ClaimWriter
 from dra_driver.k8s import objects
 from dra_driver.k8s.events import EventSink
 from dra_driver.k8s.informer import object_key
+from dra_driver.k8s.podfit import demand
 from dra_driver.k8s.reconcile import Requeue
-from dra_driver.k8s.scheduling import node_selector_matches
+from dra_driver.k8s.scheduling import node_selector_matches, pinned_node
 from dra_driver.k8s.timestamps import rfc3339
 from dra_driver.logging import bound, get_logger
 
@@ -157,7 +158,15 @@ class Allocator:
                 and allocation.get("nodeSelector")
             ]
             started = time.perf_counter()
-            decision = place_pod(self._view.snapshot(), pod, pending, self._policy, pinned=pinned)
+            need = demand(pod)
+            decision = place_pod(
+                self._view.snapshot(),
+                pod,
+                pending,
+                self._policy,
+                pinned=pinned,
+                node_fit=lambda node: self._view.usage.unfit(need, node),
+            )
             self._metrics.decision_seconds.observe(time.perf_counter() - started)
             if isinstance(decision, Unplaceable):
                 self._unplaceable(pod, ours, decision)
@@ -175,6 +184,9 @@ class Allocator:
         if not self._writer.remove_gate(pod, self._names.scheduling_gate):
             return
         self._ungated[object_key(pod)] = objects.uid(pod)
+        node = pinned_node(ours)
+        if node is not None:  # the next decision counts the pod there before it is bound
+            self._view.usage.assume(pod, node)
         self._last_reason.pop(_pod_key(pod), None)
         created = (pod.get("metadata") or {}).get("creationTimestamp")
         if created:

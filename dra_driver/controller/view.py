@@ -22,6 +22,7 @@ from dra_driver.api import DriverNames
 from dra_driver.controller.engine import Snapshot
 from dra_driver.k8s import objects
 from dra_driver.k8s.informer import EventType, Informer, InformerGroup
+from dra_driver.k8s.podfit import NodeUsage
 
 Object = dict[str, Any]
 Listener = Callable[[str, EventType, Object], None]
@@ -56,6 +57,8 @@ class ClusterView(InformerGroup):
         """Bumped by every change that needs a rebuild; a build is kept only if unchanged."""
         self._pending: dict[tuple[str, str], set[str]] = {}
         """Claims changed since the snapshot last caught up, with every UID seen per name."""
+        self.usage = NodeUsage()
+        """What the pods bound to each node request, for the pod's own fit on a node."""
 
         def informer(
             name: str, list_func: Callable[..., Any], field_selector: str | None = None
@@ -78,6 +81,8 @@ class ClusterView(InformerGroup):
         super().__init__(self.pods, self.claims, self.slices, self.classes, self.nodes)
 
     def _changed(self, name: str, kind: EventType, obj: Object) -> None:
+        if name == "pods":
+            self.usage.update(obj, deleted=kind == "DELETED")
         with self._lock:
             if name not in ("pods", "claims"):
                 self._snapshot = None

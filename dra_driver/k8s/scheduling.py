@@ -7,6 +7,7 @@ when the node fits, else a short reason suitable for "0/N nodes are available: .
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Final
 
 Object = dict[str, Any]
@@ -92,4 +93,20 @@ def node_unfit_reason(pod: Object, node: Object) -> str | None:
             tolerates(t, taint) for t in tolerations
         ):
             return f"node had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
+    return None
+
+
+def pinned_node(claims: Iterable[Object]) -> str | None:
+    """Return the node an allocated claim's ``nodeSelector`` names by ``metadata.name``.
+
+    That is how an allocation of node-local devices pins its pod (the engine writes one term
+    with one such field); ``None`` when no claim is pinned that way.
+    """
+    for claim in claims:
+        selector = ((claim.get("status") or {}).get("allocation") or {}).get("nodeSelector")
+        for term in (selector or {}).get("nodeSelectorTerms") or []:
+            for field in term.get("matchFields") or []:
+                values = field.get("values") or []
+                if field.get("key") == "metadata.name" and field.get("operator") == "In" and values:
+                    return str(values[0])
     return None

@@ -470,3 +470,20 @@ def test_pods_of_a_claim_with_backend_none_run_together(work_dir: Path) -> None:
             for name in ("first", "second")
             for e in events_for(cluster, name)
         )
+
+
+def test_the_pods_own_cpu_request_steers_it_off_a_full_node(work_dir: Path) -> None:
+    """A node whose allocatable CPU the pod exceeds is not chosen; the pod lands where it fits."""
+    with harness(work_dir, node("node-a", 1), node("node-b", 1)) as cluster, running(cluster):
+        core = client.CoreV1Api(cluster.api)
+        for name, cpu in (("node-a", "1"), ("node-b", "8")):
+            raw.call(
+                core.patch_node_status,
+                name,
+                {"status": {"allocatable": {"cpu": cpu, "pods": "110"}}},
+            )
+        hungry = gated_pod("hungry", "share")
+        hungry["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "2"}
+        cluster.apply([template("share", "30", "5Gi"), hungry])
+        pod = cluster.wait_for(lambda: bound(cluster, "hungry"), "the pod to be bound")
+        assert pod["spec"]["nodeName"] == "node-b"

@@ -15,7 +15,7 @@ from dra_driver.controller.engine import order, scoring
 from dra_driver.controller.engine.budget import DEFAULT_STEP_BUDGET, Budget, BudgetExhausted
 from dra_driver.controller.engine.matching import Pick
 from dra_driver.controller.engine.requests import ClaimRefused, ClaimSpec, claim_key, parse_claim
-from dra_driver.controller.engine.scan import NodeKey, Scan
+from dra_driver.controller.engine.scan import NodeFit, NodeKey, Scan
 from dra_driver.controller.engine.snapshot import Snapshot
 
 Object = dict[str, Any]
@@ -74,12 +74,15 @@ def place_pod(
     pinned: Sequence[Object] = (),
     share_id: Callable[[], str] = lambda: str(uuid.uuid4()),
     budget: int = DEFAULT_STEP_BUDGET,
+    node_fit: NodeFit | None = None,
 ) -> Placed | Unplaceable:
     """Choose one node and devices for every claim of ``pod`` that this driver allocates.
 
     ``claims`` are the pod's unallocated claims of this driver; ``pinned`` are the
     ``nodeSelector``s of its claims that are already allocated (the pod must go where they
-    are). The snapshot is not changed: commit a :class:`Placed` result once it is written.
+    are); ``node_fit`` says why a node has no room for the pod's own needs (CPU, memory, pod
+    count, host ports), or ``None``. The snapshot is not changed: commit a :class:`Placed`
+    result once it is written.
     """
     specs = _parse(snapshot, claims)
     if isinstance(specs, Unplaceable):
@@ -92,6 +95,7 @@ def place_pod(
         policy=policy,
         pinned=pinned,
         budget=Budget(budget),
+        node_fit=node_fit,
     )
     best: tuple[NodeKey, list[Pick]] | None = None
     try:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, Final
 
@@ -48,6 +48,10 @@ def _placeholder(index: int) -> str:
     return f"\x00claim-{index}\x00"
 
 
+NodeFit = Callable[[Object], str | None]
+"""Why a node (the Node object) has no room for the pod's own needs, or ``None``."""
+
+
 class Scan:
     """Searches nodes for one decision and remembers why each failed."""
 
@@ -61,8 +65,10 @@ class Scan:
         policy: scoring.Policy,
         pinned: Sequence[Object],
         budget: Budget,
+        node_fit: NodeFit | None = None,
     ) -> None:
         self.snapshot = snapshot
+        self._node_fit = node_fit
         self.matcher = Matcher(snapshot)
         self.exhausted = False
         self._pod = dict(pod)
@@ -99,6 +105,12 @@ class Scan:
 
         Why it failed is kept, unless ``skim`` let a summary of the node rule it out.
         """
+        # The pods on a node change without the snapshot knowing: never remembered.
+        node = self.snapshot.nodes.get(name)
+        unfit = self._node_fit(node) if self._node_fit and node is not None else None
+        if unfit is not None:
+            self._failed[name] = (unfit, None)
+            return None
         version = self.snapshot.load.version.get(name, 0)
         known = self._remembered.get(name)
         if known is not None and known[0] == version:
