@@ -178,6 +178,7 @@ def _slice_verdict(slice_: Object) -> list[str]:
         classes=default_device_classes(NAMES),
         claims=[],
     )
-    if len(snapshot.devices.get(NODE, ())) != len(CARDS):
+    # Only a pool judged invalid or incomplete may take the good cards with it.
+    if len(snapshot.devices.get(NODE, ())) != len(CARDS) and not snapshot.unusable_pools:
         return ["the good slices stopped counting"]
     return list(snapshot.problems)
