@@ -39,7 +39,6 @@ from dra_driver.controller.writes import ClaimWriter
 from dra_driver.k8s import objects
 from dra_driver.k8s.events import EventSink
 from dra_driver.k8s.informer import object_key
-from dra_driver.k8s.podfit import demand
 from dra_driver.k8s.reconcile import Requeue
 from dra_driver.k8s.scheduling import node_selector_matches, pinned_node
 from dra_driver.k8s.timestamps import rfc3339
@@ -158,14 +157,13 @@ class Allocator:
                 and allocation.get("nodeSelector")
             ]
             started = time.perf_counter()
-            need = demand(pod)
             decision = place_pod(
                 self._view.snapshot(),
                 pod,
                 pending,
                 self._policy,
                 pinned=pinned,
-                node_fit=lambda node: self._view.usage.unfit(need, node),
+                node_fit=self._view.node_fit(pod),
             )
             self._metrics.decision_seconds.observe(time.perf_counter() - started)
             if isinstance(decision, Unplaceable):

@@ -22,7 +22,8 @@ from dra_driver.api import DriverNames
 from dra_driver.controller.engine import Snapshot
 from dra_driver.k8s import objects
 from dra_driver.k8s.informer import EventType, Informer, InformerGroup
-from dra_driver.k8s.podfit import NodeUsage
+from dra_driver.k8s.podaffinity import Placement, relevant
+from dra_driver.k8s.podfit import NodeUsage, demand
 
 Object = dict[str, Any]
 Listener = Callable[[str, EventType, Object], None]
@@ -192,6 +193,24 @@ class ClusterView(InformerGroup):
                 snapshot.update_claim(current)
 
     # -- who wants a claim --------------------------------------------------------------------
+
+    def node_fit(self, pod: Object) -> Callable[[Object], str | None]:
+        """Return why a node has no place for ``pod`` itself (resources, ports, affinity, spread).
+
+        Affinity and spread read every pod and node, so only for a pod they can concern.
+        """
+        need = demand(pod)
+        placement = None
+        if relevant(pod, self.usage.anti_affinity_holders()):
+            placement = Placement(pod, self.pods.list(), self.nodes.list())
+
+        def unfit(node: Object) -> str | None:
+            reason = self.usage.unfit(need, node)
+            if reason is None and placement is not None:
+                reason = placement.unfit(node)
+            return reason
+
+        return unfit
 
     def pods_using(self, claim: Object) -> Iterable[Object]:
         """Return the cached pods that reference ``claim`` and may still run."""

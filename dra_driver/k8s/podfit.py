@@ -19,6 +19,7 @@ from fractions import Fraction
 from typing import Any
 
 from dra_driver.k8s import objects
+from dra_driver.k8s.podaffinity import required_terms
 from dra_driver.k8s.quantity import QuantityError, parse_quantity
 
 Object = Mapping[str, Any]
@@ -113,6 +114,7 @@ class NodeUsage:
         self._ports: dict[str, Counter[Port]] = {}
         self._count: Counter[str] = Counter()
         self._assumed: dict[str, str] = {}
+        self._holders: dict[str, dict[str, Any]] = {}
 
     def assume(self, pod: dict[str, Any], node: str) -> None:
         """Count a pod on the node it is pinned to, before the scheduler binds it there."""
@@ -130,6 +132,10 @@ class NodeUsage:
                 self._assumed.pop(uid, None)
             node = "" if ended else bound or assumed
             counts = bool(node)
+            if bound and not ended and required_terms(pod, "podAntiAffinity"):
+                self._holders[uid] = pod
+            else:
+                self._holders.pop(uid, None)
             old = self._pods.pop(uid, None)
             if old is not None:
                 self._apply(*old, sign=-1)
@@ -137,6 +143,11 @@ class NodeUsage:
                 entry = (node, demand(pod))
                 self._pods[uid] = entry
                 self._apply(*entry, sign=1)
+
+    def anti_affinity_holders(self) -> list[dict[str, Any]]:
+        """Return the bound, unfinished pods with required anti-affinity terms."""
+        with self._lock:
+            return list(self._holders.values())
 
     def unfit(self, need: Demand, node: Object) -> str | None:
         """Return why ``need`` does not fit beside this node's pods, or ``None``."""

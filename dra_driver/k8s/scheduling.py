@@ -7,7 +7,7 @@ when the node fits, else a short reason suitable for "0/N nodes are available: .
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 Object = dict[str, Any]
@@ -40,6 +40,15 @@ def _expression_matches(expression: Object, values_of: dict[str, str]) -> bool:
     }
     check = checks.get(operator)
     return check is not None and check()
+
+
+def label_selector_matches(selector: Object | None, labels: Mapping[str, str]) -> bool:
+    """Whether a LabelSelector selects ``labels``: ``None`` selects nothing, ``{}`` everything."""
+    if selector is None:
+        return False
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    return all(_expression_matches(e, dict(labels)) for e in selector.get("matchExpressions") or [])
 
 
 def node_selector_term_matches(term: Object, node: Object) -> bool:

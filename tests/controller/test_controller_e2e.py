@@ -487,3 +487,27 @@ def test_the_pods_own_cpu_request_steers_it_off_a_full_node(work_dir: Path) -> N
         cluster.apply([template("share", "30", "5Gi"), hungry])
         pod = cluster.wait_for(lambda: bound(cluster, "hungry"), "the pod to be bound")
         assert pod["spec"]["nodeName"] == "node-b"
+
+
+def test_required_anti_affinity_keeps_a_replica_off_its_peers_node(work_dir: Path) -> None:
+    """A pod whose anti-affinity forbids its peer's host is placed on another node."""
+    with harness(work_dir, node("node-a", 1), node("node-b", 1)) as cluster, running(cluster):
+        first = gated_pod("web-0", "share")
+        first["metadata"]["labels"] = {"app": "web"}
+        cluster.apply([template("share", "30", "5Gi"), first])
+        peer = cluster.wait_for(lambda: bound(cluster, "web-0"), "the first replica")
+        second = gated_pod("web-1", "share")
+        second["metadata"]["labels"] = {"app": "web"}
+        second["spec"]["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {"app": "web"}},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            }
+        }
+        cluster.apply([second])
+        placed = cluster.wait_for(lambda: bound(cluster, "web-1"), "the second replica")
+        assert placed["spec"]["nodeName"] != peer["spec"]["nodeName"]
