@@ -18,6 +18,7 @@ HELP: Final = "help"
 CHOICES: Final = "choices"
 SHORT: Final = "short"
 POSITIONAL: Final = "positional"
+STANDARD_ENV: Final = "standard_env"
 
 T = TypeVar("T")
 
@@ -38,11 +39,13 @@ def flag(
     choices: Sequence[str] | None = None,
     short: str | None = None,
     positional: bool = False,
+    standard_env: bool = False,
 ) -> T:
     """Declare a settings field: default, help text, allowed values, optional short flag.
 
     A ``positional`` field is a command-line argument (a file to read, say) and reads no
-    environment variable.
+    environment variable. A ``standard_env`` field reads the variable every tool reads
+    (``KUBECONFIG``), never a prefixed one.
     """
     metadata: dict[str, object] = {HELP: help}
     if choices is not None:
@@ -51,6 +54,8 @@ def flag(
         metadata[SHORT] = short
     if positional:
         metadata[POSITIONAL] = True
+    if standard_env:
+        metadata[STANDARD_ENV] = True
     return dataclasses.field(default=default, metadata=metadata)
 
 

@@ -1,9 +1,11 @@
 """Command-line flags generated from settings dataclasses, each backed by an env variable.
 
 Field ``node_name`` becomes flag ``--node-name`` and environment variable ``NODE_NAME``
-(the Helm chart sets env vars, people at a shell use flags). Precedence: flag, then a
-non-empty environment variable, then the field default. Values from either source go through
-the same conversion, so a bad ``LOG_LEVEL`` is refused as clearly as a bad ``--log-level``.
+(the Helm chart sets env vars, people at a shell use flags); a command may put a prefix on
+its variables (``GPUSHARE_OUTPUT``) so that what a shell happens to export does not reach
+it. Precedence: flag, then a non-empty environment variable, then the field default. Values
+from either source go through the same conversion, so a bad ``LOG_LEVEL`` is refused as
+clearly as a bad ``--log-level``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from dra_driver.settings import CHOICES, HELP, POSITIONAL, SHORT, InvalidSettingError
+from dra_driver.settings import CHOICES, HELP, POSITIONAL, SHORT, STANDARD_ENV, InvalidSettingError
 
 S = TypeVar("S")
 
@@ -39,9 +41,13 @@ class _NotGiven:
 _NOT_GIVEN: Final = _NotGiven()
 
 
-def env_name(field_name: str) -> str:
+def env_name(field_name: str, prefix: str = "") -> str:
     """Environment variable read for a settings field."""
-    return field_name.upper()
+    return prefix + field_name.upper()
+
+
+def _env_of(field: dataclasses.Field[Any], prefix: str) -> str:
+    return env_name(field.name, "" if field.metadata.get(STANDARD_ENV) else prefix)
 
 
 def flag_name(field_name: str) -> str:
@@ -95,7 +101,9 @@ def _fields(settings_class: type[Any]) -> list[tuple[dataclasses.Field[Any], Any
     return [(field, hints[field.name]) for field in dataclasses.fields(settings_class)]
 
 
-def add_settings_arguments(parser: argparse.ArgumentParser, settings_class: type[Any]) -> None:
+def add_settings_arguments(
+    parser: argparse.ArgumentParser, settings_class: type[Any], *, env_prefix: str = ""
+) -> None:
     """Add one flag per field of ``settings_class`` to ``parser``."""
     group = parser.add_argument_group(settings_class.__doc__ or settings_class.__name__)
     for field, hint in _fields(settings_class):
@@ -111,7 +119,7 @@ def add_settings_arguments(parser: argparse.ArgumentParser, settings_class: type
             continue
         default = field.default
         shown = "" if default in (None, "") else f"; default: {default}"
-        help_text = f"{field.metadata[HELP]} [env: {env_name(field.name)}{shown}]"
+        help_text = f"{field.metadata[HELP]} [env: {_env_of(field, env_prefix)}{shown}]"
         names = [flag_name(field.name)]
         if SHORT in field.metadata:
             names.insert(0, field.metadata[SHORT])
@@ -138,7 +146,11 @@ def add_settings_arguments(parser: argparse.ArgumentParser, settings_class: type
 
 
 def settings_from_arguments(
-    settings_class: type[S], namespace: argparse.Namespace, environ: Mapping[str, str]
+    settings_class: type[S],
+    namespace: argparse.Namespace,
+    environ: Mapping[str, str],
+    *,
+    env_prefix: str = "",
 ) -> S:
     """Build ``settings_class`` from parsed flags, falling back to env variables and defaults.
 
@@ -158,7 +170,8 @@ def settings_from_arguments(
         elif field.metadata.get(POSITIONAL):
             continue  # an argument, never an environment variable
         else:
-            source, raw = env_name(field.name), environ.get(env_name(field.name), "")
+            source = _env_of(field, env_prefix)
+            raw = environ.get(source, "")
             if raw == "":
                 # An empty variable is how a chart leaves a setting unset.
                 continue
@@ -169,5 +182,5 @@ def settings_from_arguments(
     try:
         return settings_class(**values)
     except InvalidSettingError as exc:
-        source = f"{flag_name(exc.field_name)} / {env_name(exc.field_name)}"
+        source = f"{flag_name(exc.field_name)} / {env_name(exc.field_name, env_prefix)}"
         raise SettingsError(f"{source}: {exc.problem}") from None

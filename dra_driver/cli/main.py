@@ -38,10 +38,13 @@ class Invocation:
     namespace: argparse.Namespace
     environ: Mapping[str, str]
     names: DriverNames
+    env_prefix: str = ""
 
     def settings(self, settings_class: type[S]) -> S:
         """Resolve one settings dataclass from flags, environment and defaults."""
-        return settings_from_arguments(settings_class, self.namespace, self.environ)
+        return settings_from_arguments(
+            settings_class, self.namespace, self.environ, env_prefix=self.env_prefix
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +55,12 @@ class Command:
     help: str
     settings: tuple[type[Any], ...]
     run: Callable[[Invocation], int]
+    env_prefix: str = ""
+    """Prefix of the environment variables it reads: none for the components, whose chart
+    sets them, ``GPUSHARE_`` for the tools run at a shell, which exports anything."""
 
+
+TOOL_ENV_PREFIX: Final = "GPUSHARE_"
 
 COMMANDS: Final = (
     Command(
@@ -79,20 +87,25 @@ COMMANDS: Final = (
         "manifests",
         (SimulateSettings,),
         commands.simulate,
+        TOOL_ENV_PREFIX,
     ),
     Command(
         "plan",
         "show where workloads would land on an inventory or a live cluster (capacity planning)",
         (PlanSettings,),
         commands.plan,
+        TOOL_ENV_PREFIX,
     ),
     Command(
         "region",
         "decode a HAMi-core shared region file: limits, processes, memory and SM use, priority",
         (RegionSettings,),
         commands.region,
+        TOOL_ENV_PREFIX,
     ),
-    Command("version", "print version information", (OutputSettings,), commands.version),
+    Command(
+        "version", "print version information", (OutputSettings,), commands.version, TOOL_ENV_PREFIX
+    ),
 )
 
 
@@ -102,15 +115,17 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Kubernetes DRA driver that shares NVIDIA GPUs by cores and memory.",
         epilog="Every flag can also be set by an environment variable of the same name in "
-        "upper snake case, e.g. --node-name / NODE_NAME. A flag wins over the variable.",
+        "upper snake case: e.g. --node-name / NODE_NAME for the components (controller, "
+        "kubelet-plugin, webhook), --output / GPUSHARE_OUTPUT for the tools. A flag wins over "
+        "the variable.",
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
-        add_settings_arguments(sub, CommonSettings)
-        for settings_class in command.settings:
-            add_settings_arguments(sub, settings_class)
+        classes: tuple[type[Any], ...] = (CommonSettings, *command.settings)
+        for settings_class in classes:
+            add_settings_arguments(sub, settings_class, env_prefix=command.env_prefix)
     return parser
 
 
@@ -120,9 +135,11 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     namespace = build_parser().parse_args(argv)
     command = next(c for c in COMMANDS if c.name == namespace.command)
     try:
-        common = settings_from_arguments(CommonSettings, namespace, environ)
+        common = settings_from_arguments(
+            CommonSettings, namespace, environ, env_prefix=command.env_prefix
+        )
         names = DriverNames.for_driver(common.driver_name)
-        invocation = Invocation(command.name, namespace, environ, names)
+        invocation = Invocation(command.name, namespace, environ, names, command.env_prefix)
         for settings_class in command.settings:
             # Resolve everything up front: a bad setting fails before anything starts.
             invocation.settings(settings_class)

@@ -77,6 +77,7 @@ class KubeClientSettings:
         None,
         "kubeconfig file (several joined by ':' are merged); in-cluster service account "
         "credentials when unset",
+        standard_env=True,
     )
     api_connect_timeout: float = flag(
         _DEFAULTS.connect, "seconds to wait for a connection to the API server"

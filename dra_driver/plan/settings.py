@@ -18,7 +18,7 @@ class PlanSettings:
         "fake GPU inventory YAML to plan on, or a built-in one: " + ", ".join(BUILTIN_INVENTORIES),
     )
     kubeconfig: str | None = flag(
-        None, "plan on the live cluster of this kubeconfig instead (read only)"
+        None, "plan on the live cluster of this kubeconfig instead (read only)", standard_env=True
     )
     workload: Path | None = flag(
         None,

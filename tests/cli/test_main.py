@@ -26,14 +26,35 @@ def test_every_flag_of_every_subcommand_names_its_env_variable() -> None:
     """Each subcommand's --help documents the env variable of every long flag."""
     parser = build_parser()
     subparsers = next(a for a in parser._actions if a.dest == "command")
+    prefixes = {command.name: command.env_prefix for command in COMMANDS}
     for name, sub in subparsers.choices.items():  # type: ignore[attr-defined]
         for action in sub._actions:
             long_flags = [o for o in action.option_strings if o.startswith("--") and o != "--help"]
             for option in long_flags:
                 if option.startswith("--no-"):
                     continue
-                expected = env_name(option[2:].replace("-", "_"))
-                assert f"[env: {expected}" in (action.help or ""), (name, option)
+                field = option[2:].replace("-", "_")
+                prefix = "" if field == "kubeconfig" else prefixes[name]
+                assert f"[env: {env_name(field, prefix)}" in (action.help or ""), (name, option)
+
+
+def test_tools_read_only_their_prefixed_variables(capsys: pytest.CaptureFixture[str]) -> None:
+    """A shell's OUTPUT or DRIVER_NAME does not reach the tools; GPUSHARE_OUTPUT does."""
+    assert main(["version"], environ={"OUTPUT": "yaml", "DRIVER_NAME": "x.example.org"}) == 0
+    assert capsys.readouterr().out.startswith("gpushare-dra ")
+    assert main(["version"], environ={"GPUSHARE_OUTPUT": "json"}) == 0
+    assert json.loads(capsys.readouterr().out)["driver"] == "gpushare.dra.dev"
+    assert main(["version"], environ={"GPUSHARE_OUTPUT": "yaml"}) == 2
+    assert "GPUSHARE_OUTPUT: invalid value 'yaml'" in capsys.readouterr().err
+
+
+def test_components_keep_reading_the_variables_the_chart_sets() -> None:
+    """The long-running components read NODE_NAME, LOG_LEVEL and the rest unprefixed."""
+    assert {c.name for c in COMMANDS if not c.env_prefix} == {
+        "controller",
+        "kubelet-plugin",
+        "webhook",
+    }
 
 
 def test_version_json_reports_driver_derived_names(capsys: pytest.CaptureFixture[str]) -> None:
@@ -48,8 +69,9 @@ def test_version_json_reports_driver_derived_names(capsys: pytest.CaptureFixture
 
 
 def test_driver_name_from_env_flows_into_derived_names(capsys: pytest.CaptureFixture[str]) -> None:
-    """DRIVER_NAME changes the config API version and CDI kind everywhere."""
-    assert main(["version", "-o", "json"], environ={"DRIVER_NAME": "gpu.example.org"}) == 0
+    """GPUSHARE_DRIVER_NAME changes the config API version and CDI kind everywhere."""
+    environ = {"GPUSHARE_DRIVER_NAME": "gpu.example.org"}
+    assert main(["version", "-o", "json"], environ=environ) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["configApiVersion"] == "gpu.example.org/v1alpha1"
     assert report["cdiKind"] == "k8s.gpu.example.org/claim"

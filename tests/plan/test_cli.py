@@ -46,12 +46,14 @@ def test_plan_json_for_one_policy_from_an_inventory_file(
 
 
 def test_settings_come_from_the_environment_too(capsys: pytest.CaptureFixture[str]) -> None:
-    """INVENTORY, WORKLOAD, POLICY and OUTPUT work like their flags."""
+    """GPUSHARE_INVENTORY, _WORKLOAD, _POLICY and _OUTPUT work like their flags."""
     environ = {
-        "INVENTORY": "qgpu-runbook",
-        "WORKLOAD": str(EXAMPLE),
-        "POLICY": "binpack",
-        "OUTPUT": "json",
+        "GPUSHARE_INVENTORY": "qgpu-runbook",
+        "GPUSHARE_WORKLOAD": str(EXAMPLE),
+        "GPUSHARE_POLICY": "binpack",
+        "GPUSHARE_OUTPUT": "json",
+        "OUTPUT": "yaml",  # a shell's variable of another tool: not ours
+        "POLICY": "x",
     }
     assert main(["plan"], environ=environ) == 0
     document = json.loads(capsys.readouterr().out)
