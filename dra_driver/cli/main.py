@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -26,6 +27,8 @@ from dra_driver.webhook.settings import WebhookSettings
 
 PROG: Final = "gpushare-dra"
 EXIT_USAGE: Final = commands.EXIT_USAGE
+EXIT_BROKEN_PIPE: Final = 128 + 13
+"""What a shell reports for a program killed by SIGPIPE."""
 
 S = TypeVar("S")
 
@@ -132,8 +135,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     """Run ``gpushare-dra``; returns the process exit status."""
     environ = os.environ if environ is None else environ
-    namespace = build_parser().parse_args(argv)
+    parser = build_parser()
+    namespace, extra = parser.parse_known_args(argv)
     command = next(c for c in COMMANDS if c.name == namespace.command)
+    if extra:
+        problem = _unknown(extra, parser, command.name)
+        print(f"{PROG} {command.name}: error: {problem}", file=sys.stderr)  # noqa: T201
+        return EXIT_USAGE
     try:
         common = settings_from_arguments(
             CommonSettings, namespace, environ, env_prefix=command.env_prefix
@@ -148,4 +156,24 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         return EXIT_USAGE
     configure_logging(level=common.log_level, fmt=common.log_format)
     bind(component=command.name, driver=names.driver)
-    return command.run(invocation)
+    try:
+        status = command.run(invocation)
+        sys.stdout.flush()  # a reader gone away shows here, not in a traceback at exit
+    except BrokenPipeError:
+        # `gpushare-dra plan ... | head`: stop quietly, as a tool killed by SIGPIPE does.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    return status
+
+
+def _unknown(extra: Sequence[str], parser: argparse.ArgumentParser, command: str) -> str:
+    """Name what the command does not take, suggesting the flag most like each mistyped one."""
+    # argparse has no public way to list a subcommand's options.
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    options = [o for a in subparsers.choices[command]._actions for o in a.option_strings]
+    problems = []
+    for token in extra:
+        close = difflib.get_close_matches(token.split("=", 1)[0], options, n=1)
+        hint = f" (did you mean {close[0]}?)" if token.startswith("-") and close else ""
+        problems.append(f"unrecognized argument {token}{hint}")
+    return "; ".join(problems) + f"; see {PROG} {command} --help"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -179,3 +180,32 @@ def test_console_script_and_module_entry_points_run() -> None:
         result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
         assert result.returncode == 0, result.stderr
         assert result.stdout.startswith(f"gpushare-dra {__version__}\n")
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
+    """`gpushare-dra ... | head` ends with SIGPIPE's status and no traceback."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dra_driver", "version"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={k: v for k, v in os.environ.items() if not k.startswith("GPUSHARE_")},
+    )
+    assert process.stdout is not None
+    assert process.stderr is not None
+    process.stdout.close()  # before the command has printed anything
+    with process.stderr:
+        stderr = process.stderr.read().decode()
+    assert process.wait(timeout=60) == 141, stderr
+    assert "Traceback" not in stderr
+
+
+def test_a_mistyped_flag_is_refused_with_the_closest_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An unknown flag stops the command with status 2 and suggests the flag it resembles."""
+    assert main(["plan", "--polcy", "binpack", "--inventory", "qgpu-runbook"], environ={}) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gpushare-dra plan: error: unrecognized argument --polcy")
+    assert "(did you mean --policy?)" in err
+    assert main(["version", "stray"], environ={}) == 2
+    assert "unrecognized argument stray; see gpushare-dra version --help" in capsys.readouterr().err
