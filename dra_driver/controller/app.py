@@ -29,7 +29,7 @@ from dra_driver.k8s.events import EventRecorder, EventSender
 from dra_driver.k8s.informer import EventType, object_key
 from dra_driver.k8s.leader import LeaderElectionSettings, LeaderElector
 from dra_driver.k8s.reconcile import ReconcileLoop
-from dra_driver.logging import get_logger
+from dra_driver.logging import carry, get_logger
 from dra_driver.metrics.watchdog import Watched, register_silence
 
 Object = dict[str, Any]
@@ -161,7 +161,9 @@ class Controller:
             self._leading.set()
             self._allocations.start()
             self._releases.start()
-            self._resync = threading.Thread(target=self._resync_loop, name="resync", daemon=True)
+            self._resync = threading.Thread(
+                target=carry(self._resync_loop), name="resync", daemon=True
+            )
             self._resync.start()
         self._enqueue_everything()
 

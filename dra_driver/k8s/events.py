@@ -13,7 +13,7 @@ from kubernetes import client
 from dra_driver.k8s import raw
 from dra_driver.k8s.errors import ApiError
 from dra_driver.k8s.timestamps import rfc3339
-from dra_driver.logging import get_logger
+from dra_driver.logging import carry, get_logger
 
 EventType = Literal["Normal", "Warning"]
 
@@ -102,7 +102,7 @@ class EventSender:
 
     def start(self) -> None:
         """Start sending."""
-        self._thread = threading.Thread(target=self._run, name="events", daemon=True)
+        self._thread = threading.Thread(target=carry(self._run), name="events", daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = _FLUSH_SECONDS) -> None:

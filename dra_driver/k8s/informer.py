@@ -24,7 +24,7 @@ from typing import Any, Final, Literal, Protocol
 from dra_driver.k8s.client import client_of, forget_connections, timeouts_of
 from dra_driver.k8s.errors import ApiError, GoneError, from_exception, translate_errors
 from dra_driver.k8s.settings import ApiTimeouts
-from dra_driver.logging import get_logger
+from dra_driver.logging import carry, get_logger
 from dra_driver.metrics.watchdog import Heartbeat, stall_reason
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
@@ -155,7 +155,7 @@ class Informer:
     def start(self) -> None:
         """Start listing and watching in a daemon thread."""
         self._heartbeat.beat("starting")
-        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread = threading.Thread(target=carry(self._run), name=self.name, daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = _STOP_SECONDS) -> None:

@@ -21,7 +21,7 @@ from kubernetes.leaderelection.leaderelection import LeaderElection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
 from dra_driver.k8s.errors import ApiError, translate_errors
-from dra_driver.logging import get_logger
+from dra_driver.logging import carry, get_logger
 
 log = get_logger(__name__)
 
@@ -169,7 +169,7 @@ class LeaderElector:
             if self._thread is not None or self._stopping.is_set():
                 raise RuntimeError("a LeaderElector can be started once, and not after stop()")
             name = f"leader-{self._settings.lease_name}"
-            self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+            self._thread = threading.Thread(target=carry(self._run), name=name, daemon=True)
         self._log.info("leader.campaigning")
         self._thread.start()
 

@@ -10,7 +10,7 @@ from typing import Final, Generic, TypeVar
 from dra_driver.k8s.errors import ApiError, ConflictError, NotFoundError
 from dra_driver.k8s.settings import ApiTimeouts
 from dra_driver.k8s.workqueue import WorkQueue
-from dra_driver.logging import bound, get_logger
+from dra_driver.logging import bound, carry, get_logger
 from dra_driver.metrics.watchdog import stall_reason
 
 K = TypeVar("K", bound=Hashable)
@@ -69,7 +69,7 @@ class ReconcileLoop(Generic[K]):
         self._last_taken = clock()
         self._running = False
         self._threads = [
-            threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
+            threading.Thread(target=carry(self._work), name=f"{name}-{i}", daemon=True)
             for i in range(workers)
         ]
 

@@ -30,10 +30,11 @@ from dra_driver._proto.dra_health.v1alpha1 import api_pb2 as health_v1alpha1
 from dra_driver._proto.dra_health.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
 from dra_driver._proto.pluginregistration.v1 import api_pb2 as registration
 from dra_driver._proto.pluginregistration.v1 import api_pb2_grpc as registration_grpc
+from dra_driver.kubeletplugin.locking import LockTimeoutError
 from dra_driver.kubeletplugin.metrics import PluginMetrics
 from dra_driver.kubeletplugin.slices import device_name
-from dra_driver.kubeletplugin.state import ClaimPreparer, ClaimRef
-from dra_driver.logging import get_logger
+from dra_driver.kubeletplugin.state import ClaimPreparer, ClaimRef, Outcome
+from dra_driver.logging import get_logger, pool_initializer
 from dra_driver.nvml.inventory import Card, Health
 
 log = get_logger(__name__)
@@ -112,7 +113,12 @@ class _DraPlugin:
     def NodePrepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802, ANN401
         """Prepare every claim of the request; each gets its own answer or error."""
         started = time.perf_counter()
-        outcomes = self._preparer.prepare(self._refs(request.claims))
+        refs = self._refs(request.claims)
+        try:
+            outcomes = self._preparer.prepare(refs)
+        except LockTimeoutError as exc:
+            log.error("prepare.node_lock", error=str(exc))  # noqa: TRY400 - says it all
+            outcomes = {ref.uid: Outcome(error=str(exc)) for ref in refs}
         # Claims of one call are prepared one after another: each gets its share of the time.
         per_claim = (time.perf_counter() - started) / max(1, len(outcomes))
         response = self._module.NodePrepareResourcesResponse()
@@ -137,7 +143,12 @@ class _DraPlugin:
     def NodeUnprepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802, ANN401
         """Unprepare every claim of the request."""
         started = time.perf_counter()
-        errors = self._preparer.unprepare(self._refs(request.claims))
+        refs = self._refs(request.claims)
+        try:
+            errors = self._preparer.unprepare(refs)
+        except LockTimeoutError as exc:
+            log.error("unprepare.node_lock", error=str(exc))  # noqa: TRY400 - says it all
+            errors = {ref.uid: str(exc) for ref in refs}
         per_claim = (time.perf_counter() - started) / max(1, len(errors))
         response = self._module.NodeUnprepareResourcesResponse()
         for uid, error in errors.items():
@@ -216,7 +227,9 @@ class PluginServer:
         self._stop = threading.Event()
         self._sockets = (registry_socket, dra_socket)
         # Kept: grpc never shuts down an executor it was given, so stop() must.
-        self._executor = futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="grpc")
+        self._executor = futures.ThreadPoolExecutor(
+            max_workers=8, thread_name_prefix="grpc", initializer=pool_initializer()
+        )
         self._server = grpc.server(self._executor)
         # One class serves both proto versions (same fields), hence the casts to each version's
         # generated servicer type.

@@ -34,7 +34,7 @@ from dra_driver.kubeletplugin.checkpoint import (
     ShareCard,
     ShareInfo,
 )
-from dra_driver.logging import get_logger
+from dra_driver.logging import carry, get_logger
 from dra_driver.metrics.watchdog import Heartbeat, stall_reason
 
 log = get_logger(__name__)
@@ -130,7 +130,7 @@ class RegionMonitor:
     def start(self) -> None:
         """Decide once at once (a restart lifts a dead monitor's suspensions), then every period."""
         self._heartbeat.beat("watching regions")
-        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread = threading.Thread(target=carry(self._run), name=self.name, daemon=True)
         self._thread.start()
 
     def stop(self) -> None:

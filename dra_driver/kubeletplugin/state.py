@@ -44,7 +44,7 @@ from dra_driver.kubeletplugin.checkpoint import (
 from dra_driver.kubeletplugin.claims import ClaimError, prepare_claim
 from dra_driver.kubeletplugin.locking import file_lock
 from dra_driver.kubeletplugin.paths import NodePaths
-from dra_driver.logging import bound, get_logger
+from dra_driver.logging import bound, get_logger, pool_initializer
 from dra_driver.nvml.inventory import Card
 
 log = get_logger(__name__)
@@ -248,7 +248,8 @@ class ClaimPreparer:
             else:
                 wanted.append(ref)
         # A pool per batch, so no thread outlives the call (starting one costs microseconds).
-        with ThreadPoolExecutor(min(_READERS, max(len(wanted), 1))) as readers:
+        workers = min(_READERS, max(len(wanted), 1))
+        with ThreadPoolExecutor(workers, initializer=pool_initializer()) as readers:
             for ref in wanted:
                 fetched[ref.uid] = readers.submit(self._get_claim, ref.namespace, ref.name)
         return fetched

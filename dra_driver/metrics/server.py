@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from dra_driver.logging import get_logger
+from dra_driver.logging import carry, get_logger
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
@@ -132,7 +132,7 @@ class ObservabilityServer:
         """Serve in a daemon thread until :meth:`stop`."""
         # A short poll interval keeps shutdown (SIGTERM, test teardown) prompt.
         self._thread = threading.Thread(
-            target=self._server.serve_forever,
+            target=carry(self._server.serve_forever),
             kwargs={"poll_interval": 0.05},
             name="observability-http",
             daemon=True,

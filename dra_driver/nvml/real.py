@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import pynvml
 
-from dra_driver.logging import get_logger
+from dra_driver.logging import carry, get_logger
 from dra_driver.nvml.inventory import Card, Health, InventoryError
 from dra_driver.nvml.source import CardError, Discovery, DiscoveryError
 
@@ -249,7 +249,7 @@ class NvmlCardSource:
         self._event_set = self._register_events()
         if self._event_set is not None:
             self._thread = threading.Thread(
-                target=self._watch, args=(self._event_set,), name="nvml-health", daemon=True
+                target=carry(self._watch), args=(self._event_set,), name="nvml-health", daemon=True
             )
             self._thread.start()
         log.info("nvml.started", driver_version=self._driver_version, cards=len(self._watched))

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from dra_driver.logging import get_logger
+from dra_driver.logging import carry, get_logger, pool_initializer
 from dra_driver.webhook.admission import Admission, Outcome
 from dra_driver.webhook.metrics import WebhookMetrics
 from dra_driver.webhook.tls import ReloadingContext
@@ -58,7 +58,9 @@ class _Deadlines:
         self._due: dict[socket.socket, float] = {}
         self._changed = threading.Condition()
         self._stopped = False
-        self._thread = threading.Thread(target=self._run, name="webhook-deadlines", daemon=True)
+        self._thread = threading.Thread(
+            target=carry(self._run), name="webhook-deadlines", daemon=True
+        )
 
     def start(self) -> None:
         """Start cutting."""
@@ -129,6 +131,7 @@ class _TlsServer(ThreadingHTTPServer):
         self.deadlines = _Deadlines(request_deadline)
         self._slots = threading.BoundedSemaphore(max_connections)
         self._max_connections = max_connections
+        self._identity = pool_initializer()  # one thread per request: each starts bare
         super().__init__(address, _Handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:  # noqa: ANN401
@@ -147,6 +150,7 @@ class _TlsServer(ThreadingHTTPServer):
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:  # noqa: ANN401
+        self._identity()
         try:
             super().process_request_thread(request, client_address)
         finally:
@@ -261,7 +265,7 @@ class WebhookServer:
     def start(self) -> None:
         """Serve in a daemon thread until :meth:`stop`."""
         self._thread = threading.Thread(
-            target=self._server.serve_forever,
+            target=carry(self._server.serve_forever),
             kwargs={"poll_interval": 0.05},
             name="webhook-https",
             daemon=True,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import os
 import stat
 import threading
@@ -30,13 +31,14 @@ from dra_driver._proto.pluginregistration.v1 import api_pb2 as registration
 from dra_driver._proto.pluginregistration.v1 import api_pb2_grpc as registration_grpc
 from dra_driver.api import DEFAULT_DRIVER_NAME, Backend, DriverNames
 from dra_driver.k8s.errors import NotFoundError
+from dra_driver.kubeletplugin import locking
 from dra_driver.kubeletplugin.grpcserver import (
     PluginServer,
     SocketPathError,
     bind_owner_only,
     socket_paths,
 )
-from dra_driver.kubeletplugin.locking import file_lock
+from dra_driver.kubeletplugin.locking import LockTimeoutError, file_lock
 from dra_driver.kubeletplugin.metrics import PluginMetrics
 from dra_driver.kubeletplugin.paths import NodePaths
 from dra_driver.kubeletplugin.state import ClaimPreparer
@@ -434,3 +436,40 @@ def test_prepare_results_are_counted(served: Served) -> None:
     assert served.registry.get_sample_value("gpushare_prepared_claims") == 0
     histogram = "gpushare_prepare_claim_duration_seconds_count"
     assert served.registry.get_sample_value(histogram, {"result": "error"}) == 1
+
+
+def test_file_lock_gives_up_on_a_holder_that_never_lets_go(work_dir: Path) -> None:
+    """Behind a stuck holder file_lock raises after its timeout, naming the lock file."""
+    lock = work_dir / "serialize.lock"
+    holder = os.open(lock, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        started = time.monotonic()
+        expected = r"serialize\.lock held by another process"
+        with pytest.raises(LockTimeoutError, match=expected), file_lock(lock, timeout=0.2):
+            pytest.fail("the lock was taken while another process held it")
+        assert 0.2 <= time.monotonic() - started < 5
+    finally:
+        os.close(holder)
+    with file_lock(lock, timeout=0.2):
+        pass  # free again once the holder is gone
+
+
+def test_a_stuck_node_lock_answers_each_claim_with_an_error(
+    served: Served, work_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Prepare behind a node lock nobody releases returns an error per claim, not a hang."""
+    monkeypatch.setattr(locking, "DEFAULT_LOCK_TIMEOUT", 0.2)
+    uid = served.add_claim("c1", str(uuid.uuid4()))
+    holder = os.open(work_dir / "plugin" / "serialize.lock", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        request = dra_v1.NodePrepareResourcesRequest(
+            claims=[dra_v1.Claim(namespace=NAMESPACE, uid=uid, name="c1")]
+        )
+        with served.channel() as channel:
+            response = dra_v1_grpc.DRAPluginStub(channel).NodePrepareResources(request, timeout=5)
+    finally:
+        os.close(holder)
+    assert "held by another process for over 0.2 s" in response.claims[uid].error
+    assert not response.claims[uid].devices

@@ -5,10 +5,21 @@ from __future__ import annotations
 import io
 import json
 import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from dra_driver.logging import LogFormat, bind, bound, configure_logging, get_logger
+from dra_driver.k8s.reconcile import ReconcileLoop
+from dra_driver.logging import (
+    LogFormat,
+    bind,
+    bound,
+    carry,
+    configure_logging,
+    get_logger,
+    pool_initializer,
+)
 
 
 class _Tty(io.StringIO):
@@ -145,3 +156,47 @@ def test_console_tracebacks_never_carry_local_variables() -> None:
     assert "Traceback" in output
     assert "ValueError: boom 14" in output
     assert secret not in output
+
+
+def _events(stream: io.StringIO) -> list[dict[str, object]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines() if line.strip()]
+
+
+def test_worker_threads_log_with_the_process_identity() -> None:
+    """A reconcile worker and a pool thread carry the component and node bound at start-up."""
+    stream = io.StringIO()
+    configure_logging(fmt=LogFormat.JSON, stream=stream)
+    bind(component="kubelet-plugin", node="node-7")
+    done = threading.Event()
+
+    def reconcile(key: str) -> None:
+        get_logger("test").info("worker.event", key=key)
+        done.set()
+
+    loop: ReconcileLoop[str] = ReconcileLoop("identity", reconcile)
+    loop.start()
+    try:
+        loop.queue.add("k")
+        assert done.wait(10)
+    finally:
+        loop.stop()
+    with ThreadPoolExecutor(1, initializer=pool_initializer()) as pool:
+        pool.submit(lambda: get_logger("test").info("pool.event")).result(10)
+    by_event = {e["event"]: e for e in _events(stream)}
+    for name in ("worker.event", "pool.event"):
+        assert (by_event[name]["component"], by_event[name]["node"]) == ("kubelet-plugin", "node-7")
+
+
+def test_a_thread_started_bare_logs_without_it() -> None:
+    """Without carry() a new thread has none of the identity: what carry() exists to fix."""
+    stream = io.StringIO()
+    configure_logging(fmt=LogFormat.JSON, stream=stream)
+    bind(component="controller")
+    bare = threading.Thread(target=lambda: get_logger("t").info("bare.event"))
+    carried = threading.Thread(target=carry(lambda: get_logger("t").info("carried.event")))
+    for thread in (bare, carried):
+        thread.start()
+        thread.join(10)
+    by_event = {e["event"]: e for e in _events(stream)}
+    assert "component" not in by_event["bare.event"]
+    assert by_event["carried.event"]["component"] == "controller"
