@@ -178,7 +178,7 @@ class Allocator:
             return
         else:
             self._commit(pod, ours)
-            self._hold_if_in_use(pod, ours)
+            self._hold_if_in_use(pod, ours, classes)
         if not self._writer.remove_gate(pod, self._names.scheduling_gate):
             return
         self._ungated[object_key(pod)] = objects.uid(pod)
@@ -236,9 +236,8 @@ class Allocator:
             self._view.assume(self._writer.add_finalizer(claim), in_place=True)
         log.info("allocation.committed", claims=len(tentative))
 
-    def _hold_if_in_use(self, pod: Object, ours: list[Object]) -> None:
+    def _hold_if_in_use(self, pod: Object, ours: list[Object], classes: dict[str, Object]) -> None:
         """Keep the gate while another pod uses a claim that serves one pod at a time."""
-        classes = self._view.snapshot().classes
         pods = self._view.pods.list()
         reason = claim_in_use(
             pod,

@@ -23,7 +23,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dra_driver.k8s import objects
-from dra_driver.k8s.scheduling import label_selector_matches, node_selector_matches, tolerates
+from dra_driver.k8s.scheduling import (
+    label_selector_matches,
+    node_affinity_matches,
+    untolerated_taint,
+)
 
 Object = dict[str, Any]
 
@@ -141,23 +145,14 @@ class Placement:
         """Whether a node's domain counts for the constraint (kube-scheduler's inclusion rules)."""
         if key not in _labels(node):
             return False
-        spec = self._pod.get("spec") or {}
-        if constraint.get("nodeAffinityPolicy", "Honor") == "Honor":
-            selector = spec.get("nodeSelector") or {}
-            if any(_labels(node).get(k) != v for k, v in selector.items()):
-                return False
-            required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-                "requiredDuringSchedulingIgnoredDuringExecution"
-            )
-            if not node_selector_matches(required, node):
-                return False
-        if constraint.get("nodeTaintsPolicy", "Ignore") == "Honor":
-            tolerations = spec.get("tolerations") or []
-            for taint in (node.get("spec") or {}).get("taints") or []:
-                blocking = taint.get("effect") in ("NoSchedule", "NoExecute")
-                if blocking and not any(tolerates(t, taint) for t in tolerations):
-                    return False
-        return True
+        if constraint.get("nodeAffinityPolicy", "Honor") == "Honor" and not node_affinity_matches(
+            self._pod, node
+        ):
+            return False
+        return not (
+            constraint.get("nodeTaintsPolicy", "Ignore") == "Honor"
+            and untolerated_taint(self._pod, node) is not None
+        )
 
 
 def _term_matches(term: Object, owner: Object, candidate: Object) -> bool:

@@ -81,27 +81,39 @@ def tolerates(toleration: Object, taint: Object) -> bool:
 
 def node_unfit_reason(pod: Object, node: Object) -> str | None:
     """Return why ``pod`` cannot run on ``node``, or ``None`` if it can."""
-    spec = pod.get("spec") or {}
-    tolerations = spec.get("tolerations") or []
-    node_spec = node.get("spec") or {}
-    if node_spec.get("unschedulable") and not any(
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
+    if (node.get("spec") or {}).get("unschedulable") and not any(
         tolerates(t, {"key": _UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}) for t in tolerations
     ):
         return "node is unschedulable"
+    if not node_affinity_matches(pod, node):
+        return "node didn't match Pod's node affinity/selector"
+    taint = untolerated_taint(pod, node)
+    if taint is not None:
+        return f"node had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
+    return None
+
+
+def node_affinity_matches(pod: Object, node: Object) -> bool:
+    """Whether the node fits the pod's ``nodeSelector`` and required node affinity."""
+    spec = pod.get("spec") or {}
     labels = (node.get("metadata") or {}).get("labels") or {}
-    for key, value in (spec.get("nodeSelector") or {}).items():
-        if labels.get(key) != value:
-            return "node didn't match Pod's node affinity/selector"
+    if any(labels.get(key) != value for key, value in (spec.get("nodeSelector") or {}).items()):
+        return False
     required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     )
-    if required is not None and not node_selector_matches(required, node):
-        return "node didn't match Pod's node affinity/selector"
-    for taint in node_spec.get("taints") or []:
+    return node_selector_matches(required, node)
+
+
+def untolerated_taint(pod: Object, node: Object) -> Object | None:
+    """Return the first ``NoSchedule``/``NoExecute`` taint of the node the pod does not tolerate."""
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
+    for taint in (node.get("spec") or {}).get("taints") or []:
         if taint.get("effect") in _BLOCKING_EFFECTS and not any(
             tolerates(t, taint) for t in tolerations
         ):
-            return f"node had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
+            return dict(taint)
     return None
 
 

@@ -189,6 +189,7 @@ def _alternatives(request: Object) -> list[Alt]:
 class _Search:
     def __init__(self, node: Node, claim: Object) -> None:
         self._devices, self._classes, allocated = node.devices, node.classes, node.allocated
+        self._by_key = {(d.pool, d.name): d for d in self._devices}
         self._constraints = claim["spec"]["devices"].get("constraints") or []
         self._used: dict[tuple[str, str], dict[str, Fraction]] = {}
         self._whole: set[tuple[str, str]] = set()
@@ -218,8 +219,7 @@ class _Search:
         if len({r["request"] for r in mine}) != 1 or mine[0]["request"] not in alts:
             return f"request {request['name']}: results {mine}"
         alt = alts[mine[0]["request"]]
-        known = {(d.pool, d.name): d for d in self._devices}
-        chosen = [known[key] for r in mine if (key := (r["pool"], r["device"])) in known]
+        chosen = [self._by_key[k] for r in mine if (k := (r["pool"], r["device"])) in self._by_key]
         expected = int(alt.entry.get("count") or 1)
         if alt.entry.get("allocationMode") == "All":
             self.static_count(alt)
@@ -317,7 +317,6 @@ class _Search:
         return consumed
 
     def _constraints_hold(self, alt: Alt, device: Dev, results: list[Object]) -> bool:
-        by_key = {(d.pool, d.name): d for d in self._devices}
         for constraint in self._constraints:
             names = constraint.get("requests") or []
             if names and alt.request not in names and alt.name not in names:
@@ -327,7 +326,7 @@ class _Search:
             if value is None:
                 return False
             others = [
-                by_key[(r["pool"], r["device"])].attributes.get(attribute)
+                self._by_key[(r["pool"], r["device"])].attributes.get(attribute)
                 for r in results
                 if not names or r["request"] in names or r["request"].split("/")[0] in names
             ]
