@@ -14,6 +14,7 @@ from dra_driver import __version__
 from dra_driver.api import DriverNames, InvalidDriverNameError
 from dra_driver.cli import commands
 from dra_driver.cli.flags import SettingsError, add_settings_arguments, settings_from_arguments
+from dra_driver.cli.simulate_settings import SimulateSettings
 from dra_driver.controller.settings import ControllerSettings
 from dra_driver.hamicore.settings import RegionSettings
 from dra_driver.k8s.settings import KubeClientSettings
@@ -22,7 +23,6 @@ from dra_driver.logging import bind, configure_logging
 from dra_driver.metrics.settings import ObservabilitySettings
 from dra_driver.plan.settings import PlanSettings
 from dra_driver.settings import CommonSettings, OutputSettings
-from dra_driver.simulate.settings import SimulateSettings
 from dra_driver.webhook.settings import WebhookSettings
 
 PROG: Final = "gpushare-dra"

@@ -28,7 +28,7 @@ from dra_driver.simulate.progress import Progress
 from dra_driver.simulate.render import render_json, render_table
 from dra_driver.simulate.runner import Runner, ScenarioReport, SimulationError
 from dra_driver.simulate.scenarios import SCENARIOS, Scenario
-from dra_driver.simulate.settings import SimulateSettings
+from dra_driver.cli.simulate_settings import SimulateSettings
 from dra_driver.simulate.stack import Stack, StackError
 
 EXIT_OK: Final = 0

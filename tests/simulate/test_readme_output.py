@@ -8,7 +8,7 @@ from pathlib import Path
 
 from simulate.kit import FullRun
 
-from dra_driver.simulate.settings import SimulateSettings
+from dra_driver.cli.simulate_settings import SimulateSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 # What differs from run to run: generated claim names, durations, and the order in which a

@@ -31,7 +31,7 @@ from dra_driver.simulate.scenarios import (
     Scenario,
     Step,
 )
-from dra_driver.simulate.settings import SCENARIO_NAMES
+from dra_driver.cli.simulate_settings import SCENARIO_NAMES
 from dra_driver.simulate.stack import Stack
 
 GIB = 1024**3
