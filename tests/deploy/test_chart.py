@@ -16,7 +16,6 @@ from deploy.chartkit import (
     CRD_KINDS,
     KUBE_VERSIONS,
     MATRIX,
-    NAMESPACE,
     RELEASE,
     HelmError,
     Rendered,
@@ -149,32 +148,6 @@ def test_chart_refuses_kubernetes_before_1_34(helm: Path) -> None:
 def test_chart_app_version_is_the_package_version() -> None:
     """The image tag defaults to appVersion, which must be the version the image is built at."""
     assert yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"] == __version__
-
-
-def test_notes_show_how_to_try_a_first_claim(helm: Path) -> None:
-    """NOTES.txt (printed by helm install) gives a claim template and a pod of the driver."""
-    out = run_helm(
-        helm,
-        "install",
-        RELEASE,
-        str(CHART),
-        "--namespace",
-        NAMESPACE,
-        "--dry-run=client",
-        values={"driverName": "gpu.example.com"},
-    )
-    notes = out.split("NOTES:", 1)[1]
-    assert "kind: ResourceClaimTemplate" in notes
-    assert "deviceClassName: gpu.example.com" in notes
-    assert "resourceClaimTemplateName: gpu-5g-30" in notes
-    assert "gpu.example.com/allocation" in notes
-    assert "kubectl get resourceslices --field-selector spec.driver=gpu.example.com" in notes
-    # The embedded manifest is itself valid YAML that validates.
-    manifest = notes.split("<<'YAML'\n", 1)[1].split("\n  YAML\n", 1)[0]
-    docs = [d for d in yaml.safe_load_all(re.sub(r"(?m)^  ", "", manifest)) if d]
-    assert [d["kind"] for d in docs] == ["ResourceClaimTemplate", "Pod"]
-    for doc in docs:
-        kubernetes_validate.validate(doc, KUBE_VERSIONS[-1], strict=True)
 
 
 # -- values.yaml and values.schema.json --------------------------------------------------------
