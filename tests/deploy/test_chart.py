@@ -16,6 +16,7 @@ from deploy.chartkit import (
     CRD_KINDS,
     KUBE_VERSIONS,
     MATRIX,
+    NAMESPACE,
     RELEASE,
     HelmError,
     Rendered,
@@ -104,7 +105,7 @@ def test_matrix_cases_render_what_they_switch(rendered: Callable[[str], Rendered
 def test_schema_rejects_bad_values(helm: Path, values: dict[str, object], message: str) -> None:
     """`helm template` fails with the schema's message for a bad value, before rendering."""
     with pytest.raises(HelmError) as failure:
-        run_helm(helm, "template", RELEASE, str(CHART), values=values)
+        run_helm(helm, "template", RELEASE, str(CHART), "--namespace", NAMESPACE, values=values)
     assert "values don't meet the specifications of the schema" in str(failure.value)
     assert message in str(failure.value)
 
@@ -135,7 +136,26 @@ def test_chart_refuses_inconsistent_values(
 ) -> None:
     """Combinations the schema cannot express fail the render with a reason."""
     with pytest.raises(HelmError, match=re.escape(message)):
-        run_helm(helm, "template", RELEASE, str(CHART), values=values)
+        run_helm(helm, "template", RELEASE, str(CHART), "--namespace", NAMESPACE, values=values)
+
+
+@pytest.mark.parametrize("namespace", [None, "default"])
+def test_chart_refuses_the_default_namespace(helm: Path, namespace: str | None) -> None:
+    """Without -n (or with -n default) the render fails and says which -n to use instead."""
+    args = ["--namespace", namespace] if namespace else []
+    with pytest.raises(HelmError) as failure:
+        run_helm(helm, "template", RELEASE, str(CHART), *args)
+    message = str(failure.value)
+    assert 'the release namespace is "default"' in message
+    assert "-n gpushare-system --create-namespace" in message
+    # Any other namespace renders, and the webhooks exclude that one instead.
+    objects = Rendered.parse(
+        run_helm(helm, "template", RELEASE, str(CHART), "--namespace", "gpushare-system")
+    )
+    config = objects.one("MutatingWebhookConfiguration")
+    (excluded,) = config["webhooks"][0]["namespaceSelector"]["matchExpressions"]
+    assert "gpushare-system" in excluded["values"]
+    assert "default" not in excluded["values"]
 
 
 def test_chart_refuses_kubernetes_before_1_34(helm: Path) -> None:
