@@ -7,10 +7,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import cel
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from deploy.chartkit import CHART, NAMESPACE, Rendered, containers, env_of, render
+from webhook import kit
+
+from dra_driver.webhook.admission import Admission
 
 SERVICE = "gpushare-webhook"
 DNS_NAMES = [f"{SERVICE}.{NAMESPACE}.svc", f"{SERVICE}.{NAMESPACE}.svc.cluster.local"]
@@ -231,3 +235,75 @@ def test_webhook_policy_values_reach_both_configurations(helm: Path) -> None:
         assert (hook["failurePolicy"], hook["timeoutSeconds"]) == ("Fail", 3)
         values = hook["namespaceSelector"]["matchExpressions"][0]["values"]
         assert set(values) == {NAMESPACE, "kube-system", "ops"}
+
+
+# Pods as kube-apiserver would send them, each with what the webhook answers for it.
+POD_CASES: dict[str, tuple[dict[str, Any], str]] = {
+    "no claims": (kit.pod(), "allowed"),
+    "empty resourceClaims": (kit.pod(resourceClaims=[]), "allowed"),
+    "a container names a claim the pod lacks": (
+        kit.pod(containers=[{"name": "c", "image": "i", "resources": {"claims": [{"name": "x"}]}}]),
+        "allowed",
+    ),
+    "bound to a node": (kit.pod(nodeName="node-a"), "allowed"),
+    "another scheduling gate": (kit.pod(gates=["other.example.com/gate"]), "allowed"),
+    "a claim template of ours": (kit.pod(kit.from_template("share")), "patched"),
+    "two containers sharing one hami-core request": (
+        kit.pod(
+            kit.from_template("share"),
+            containers=[
+                {"name": n, "image": "i", "resources": {"claims": [{"name": "gpu"}]}}
+                for n in ("a", "b")
+            ],
+        ),
+        "denied",
+    ),
+    "a claim nobody can find": (kit.pod(kit.from_claim("missing")), "allowed"),
+}
+
+
+def pod_condition(r: Rendered) -> str:
+    (condition,) = webhook(r, "MutatingWebhookConfiguration")["matchConditions"]
+    assert condition["name"] == "pod-has-resource-claims"
+    return str(condition["expression"])
+
+
+@pytest.mark.parametrize("case", sorted(POD_CASES))
+def test_pod_match_condition_never_hides_a_pod_the_webhook_acts_on(
+    rendered: Callable[[str], Rendered], case: str
+) -> None:
+    """Pods the CEL condition keeps away are ones the webhook would allow unchanged, unread."""
+    expression = pod_condition(rendered("defaults"))
+    pod, expected = POD_CASES[case]
+    sent = cel.evaluate(expression, {"object": pod})
+    cluster = kit.FakeCluster(templates={("default", "share"): kit.share_template()})
+    outcome = Admission(kit.NAMES, cluster).mutate(kit.review(pod))
+    assert outcome.result == expected
+    if not sent:
+        assert outcome.result == "allowed"
+        assert "patch" not in kit.response(outcome.body)
+        assert cluster.fetched == []  # nothing the webhook looked up either
+    else:
+        assert pod["spec"]["resourceClaims"]
+
+
+def test_pod_match_condition_sends_exactly_the_pods_with_claims(
+    rendered: Callable[[str], Rendered],
+) -> None:
+    """Every pod with spec.resourceClaims is sent, every other pod is not (not vacuous)."""
+    expression = pod_condition(rendered("custom-driver-name"))
+    sent = {
+        case for case, (pod, _) in POD_CASES.items() if cel.evaluate(expression, {"object": pod})
+    }
+    with_claims = {
+        case for case, (pod, _) in POD_CASES.items() if pod["spec"].get("resourceClaims")
+    }
+    assert sent == with_claims
+    acted = {case for case, (_, expected) in POD_CASES.items() if expected != "allowed"}
+    assert acted
+    assert acted <= sent
+
+
+def test_claim_webhook_has_no_match_condition(rendered: Callable[[str], Rendered]) -> None:
+    """Claims go to the validating webhook whatever their class names (values.yaml says why)."""
+    assert "matchConditions" not in webhook(rendered("defaults"), "ValidatingWebhookConfiguration")

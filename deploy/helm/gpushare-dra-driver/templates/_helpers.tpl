@@ -77,6 +77,14 @@ namespaceSelector:
         {{- end }}
 {{- end }}
 
+{{/*
+The CEL condition of the pod webhook (admissionregistration.k8s.io/v1 matchConditions): a pod
+that references resource claims. tests/deploy evaluates it against the webhook's own code.
+*/}}
+{{- define "gpushare.webhook.podMatchCondition" -}}
+has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0
+{{- end }}
+
 {{/* The webhook is served (and the mutating gate installed) only when enabled. */}}
 {{- define "gpushare.gate.enabled" -}}
 {{- if and .Values.webhook.enabled .Values.gate.enabled }}true{{- end }}
