@@ -6,6 +6,11 @@ becomes the pods its controller would create, by the expansion ``gpushare-dra pl
 ``<name>-0``, ``<name>-1``, …). Everything else is created as written. A document's label
 ``step`` groups it with others that a scenario applies together
 (``kubectl apply -f FILE -l step=NAME`` does the same on a real cluster).
+
+The example files name no node, so that they run on any cluster. A scenario's expectations
+are written for the nodes of the fake cluster, so a scenario pins what it applies to a node
+of it: :meth:`Document.pinned` adds that node to each pod's ``nodeSelector``, in the
+simulation only.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from dra_driver.plan.workload import DEFAULT_NAMESPACE, PlannedPod, parse_worklo
 Object = dict[str, Any]
 
 STEP_LABEL: Final = "step"
+HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 WORKLOAD_KINDS: Final = ("Deployment", "StatefulSet", "ReplicaSet", "Job")
 
 
@@ -71,6 +77,16 @@ class Document:
         pods = tuple(_with_namespace(pod, namespace) for pod in self.pods)
         return Document(self.index, body, pods)
 
+    def pinned(self, node: str) -> Document:
+        """Return this document with each of its pods held to ``node`` by its hostname label.
+
+        The label joins whatever ``nodeSelector`` the pod already has; a document that makes
+        no pods is returned as it is.
+        """
+        if not self.pods:
+            return self
+        return Document(self.index, self.body, tuple(_on_node(pod, node) for pod in self.pods))
+
 
 @dataclasses.dataclass(frozen=True)
 class Manifest:
@@ -83,6 +99,13 @@ class Manifest:
 def _with_namespace(pod: Object, namespace: str) -> Object:
     pod = copy.deepcopy(pod)
     pod["metadata"]["namespace"] = namespace
+    return pod
+
+
+def _on_node(pod: Object, node: str) -> Object:
+    pod = copy.deepcopy(pod)
+    spec = pod.setdefault("spec", {})
+    spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), HOSTNAME_LABEL: node}
     return pod
 
 

@@ -174,7 +174,7 @@ class _Run:
                     continue
                 if action.step is None or document.step == action.step:
                     self._applied.add(document.index)
-                    self._apply(document, refused)
+                    self._apply(document.pinned(action.node) if action.node else document, refused)
             return
         if isinstance(action, Busy | Idle):
             self._set_busy(action.pod, isinstance(action, Busy))

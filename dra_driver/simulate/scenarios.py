@@ -1,9 +1,12 @@
-"""The six acceptance scenarios of DESIGN.md §2 as data: manifest, steps, expectations.
+"""The six acceptance scenarios (docs/scenarios.md) as data: manifest, steps, expectations.
 
 Each scenario applies its manifest of ``deploy/examples/`` in steps (a step applies the
 documents labelled ``step: <name>``, or all that are left) and then checks what a cluster
 operator would check by hand. The numbers are those of the built-in inventory
-``qgpu-runbook``: node-1 with one 15 GiB Tesla T4 (15360 MiB), node-2 with two.
+``qgpu-runbook``: node-1 with one 15 GiB Tesla T4 (15360 MiB), node-2 with two. The example
+files name no node, so each :class:`Apply` names the node of that inventory its pods are held
+to: where a pod lands among the nodes is then the scenario's choice, not the placement
+policy's, and which card it gets on that node is what the scenario checks.
 
 Where a scenario is about what happens on the GPU (priority, bursting), simulated CUDA
 processes write HAMi-core regions as the library would and the kubelet plugin's node monitor
@@ -29,9 +32,14 @@ from dra_driver.simulate.checks import (
 
 @dataclasses.dataclass(frozen=True)
 class Apply:
-    """Create the manifest's documents labelled ``step: <step>``; all the rest when ``None``."""
+    """Create the manifest's documents labelled ``step: <step>``; all the rest when ``None``.
+
+    ``node``: the pods they make get a ``nodeSelector`` on that node's hostname, added by the
+    simulation (the files name no node); ``None`` leaves them where the controller puts them.
+    """
 
     step: str | None = None
+    node: str | None = None
 
     def describe(self, manifest: str) -> str:
         """Say what is done, in one line."""
@@ -129,7 +137,7 @@ WHOLE_CARD: Final = Scenario(
     (
         Step(
             "train-1 takes the one card of node-1; train-2 waits with the controller's reason",
-            (Apply(),),
+            (Apply(node="node-1"),),
             (
                 PodIs("train-1-0", "Running", "node-1", "100", **_T4, env=_env(15360, 100)),
                 PodIs("train-2-0", "Pending", reason="no card with 100 cores, 15Gi memory free"),
@@ -153,7 +161,7 @@ SHARING: Final = Scenario(
     (
         Step(
             "both services run on node-1's card, each told its own share",
-            (Apply(),),
+            (Apply(node="node-1"),),
             (
                 PodIs("infer-a-0", "Running", "node-1", "40", "5Gi", env=_env(5120, 40)),
                 PodIs("infer-b-0", "Running", "node-1", "30", "5Gi", env=_env(5120, 30)),
@@ -170,7 +178,7 @@ PLACEMENT: Final = Scenario(
     (
         Step(
             "placement: binpack: both replicas on one card of node-2",
-            (Apply("binpack"),),
+            (Apply("binpack", node="node-2"),),
             (
                 PodIs("infer-binpack-0", "Running", "node-2", "40", "5Gi"),
                 PodIs("infer-binpack-1", "Running", "node-2", "40", "5Gi"),
@@ -179,7 +187,7 @@ PLACEMENT: Final = Scenario(
         ),
         Step(
             "placement: spread: the replicas on different cards of node-2",
-            (Delete("Deployment/infer-binpack"), Apply("spread")),
+            (Delete("Deployment/infer-binpack"), Apply("spread", node="node-2")),
             (
                 PodIs("infer-spread-0", "Running", "node-2", "40", "5Gi"),
                 PodIs("infer-spread-1", "Running", "node-2", "40", "5Gi"),
@@ -188,7 +196,7 @@ PLACEMENT: Final = Scenario(
         ),
         Step(
             "cores: 100 and no memory request: all of node-1's card",
-            (Apply("whole"),),
+            (Apply("whole", node="node-1"),),
             (PodIs("trainer", "Running", "node-1", "100", **_T4, env=_env(15360, 100)),),
         ),
     ),
@@ -201,7 +209,7 @@ ISOLATION: Final = Scenario(
     (
         Step(
             "three 30-core 4Gi shares on node-1's card, one per isolation policy",
-            (Apply(),),
+            (Apply(node="node-1"),),
             (
                 PodIs(
                     "fixed-share", "Running", "node-1", "30", "4Gi", isolation="fixed-share",
@@ -258,7 +266,7 @@ ONLINE_OFFLINE: Final = Scenario(
     (
         Step(
             "the online service and the offline Job share node-1's card",
-            (Apply(),),
+            (Apply(node="node-1"),),
             (
                 PodIs(
                     "infer-0", "Running", "node-1", "60", "5Gi", priority="online",
@@ -311,7 +319,7 @@ BAD_INPUT: Final = Scenario(
     (
         Step(
             "a good share runs on node-1",
-            (Apply("running"),),
+            (Apply("running", node="node-1"),),
             (PodIs("infer-0", "Running", "node-1", "30", "5Gi", env=_env(5120, 30)),),
         ),
         Step(

@@ -49,3 +49,28 @@ def test_example_validates_on_every_supported_version(path: Path) -> None:
             except kubernetes_validate.ValidationError as exc:
                 name = obj.get("metadata", {}).get("name")  # type: ignore[union-attr]
                 pytest.fail(f"{path.name}: {obj['kind']} {name} on {version}: {exc}")
+
+
+def pod_specs(obj: dict[str, object]) -> list[dict[str, object]]:
+    """Return the pod spec of a Pod, or the pod template's spec of a workload; else none."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return []
+    if obj["kind"] == "Pod":
+        return [spec]
+    template = spec.get("template")
+    if isinstance(template, dict) and isinstance(template.get("spec"), dict):
+        return [template["spec"]]
+    return []
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_example_names_no_node_so_it_runs_on_any_cluster(path: Path) -> None:
+    """No pod of an example is tied to a node by name, selector or node affinity."""
+    specs = [spec for obj in manifests(path) for spec in pod_specs(obj)]
+    for spec in specs:
+        assert "nodeName" not in spec, path.name
+        assert "nodeSelector" not in spec, path.name
+        affinity = spec.get("affinity")
+        assert not (isinstance(affinity, dict) and "nodeAffinity" in affinity), path.name
+    assert specs or not manifests(path), f"{path.name}: objects, yet no pod to check"

@@ -72,8 +72,8 @@ def test_json_amounts_are_quantity_strings_and_absent_values_null() -> None:
     assert (pods["infer-0"]["reason"], pods["infer-0"]["fitsAlone"]) == (None, None)
     assert (pods["giant"]["outcome"], pods["giant"]["node"]) == ("pending", None)
     assert pods["giant"]["fitsAlone"] is False
-    card = document["policies"][0]["cards"][1]
-    assert (card["node"], card["device"]) == ("node-2", "gpu-0")
+    card = document["policies"][0]["cards"][0]
+    assert (card["node"], card["device"]) == ("node-1", "gpu-0")
     assert card["cores"] == {"used": "80", "total": "100"}
     assert card["memory"] == {"used": "10Gi", "total": "15Gi"}
 
@@ -84,9 +84,11 @@ def test_table_shows_both_policies_side_by_side_and_ends_with_the_summary() -> N
     lines = table.splitlines()
     assert lines[-1] == "placed 4/6 pods (binpack), 5/6 (spread)"
     assert lines[3].split() == ["POD", "/", "CLAIM", "BINPACK", "SPREAD"]
+    assert lines[4].split() == ["infer-0", "node-1", "node-2"]
     assert lines[5].split() == ["gpu", *["gpu-0", "0000:00:08.0", "40", "cores", "5Gi"] * 2]
-    assert lines[7].split()[6:] == ["gpu-1", "0000:00:09.0", "40", "cores", "5Gi"]
-    assert "node-2/gpu-0 0000:00:08.0  80/100 cores 10Gi/15Gi   60/100 cores 15Gi/15Gi" in lines
+    assert lines[8].split() == ["trainer", "node-2", "node-2"]
+    assert lines[9].split()[6:] == ["gpu-1", "0000:00:09.0", "100", "cores", "15Gi"]
+    assert "node-1/gpu-0 0000:00:08.0  80/100 cores 10Gi/15Gi   60/100 cores 15Gi/15Gi" in lines
 
 
 def test_table_lines_fit_100_columns_with_reasons_wrapped_under_the_pod() -> None:

@@ -9,8 +9,15 @@ import pytest
 import yaml
 
 from dra_driver.api import MAX_PARAMETERS_BYTES
+from dra_driver.cli.simulate_settings import DEFAULT_INVENTORY
+from dra_driver.nvml.inventory import builtin_inventory
 from dra_driver.simulate.command import examples_dir
-from dra_driver.simulate.manifests import ManifestError, load_manifest, parse_manifest
+from dra_driver.simulate.manifests import (
+    HOSTNAME_LABEL,
+    ManifestError,
+    load_manifest,
+    parse_manifest,
+)
 from dra_driver.simulate.scenarios import SCENARIOS, Apply, Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,3 +111,39 @@ def test_the_too_large_example_is_over_the_api_limit() -> None:
     (too_large,) = [d for d in documents if d["metadata"]["name"] == "too-large"]
     parameters = too_large["spec"]["spec"]["devices"]["config"][0]["opaque"]["parameters"]
     assert len(json.dumps(parameters, separators=(",", ":"))) > MAX_PARAMETERS_BYTES
+
+
+def test_pinned_adds_the_hostname_to_each_pod_and_keeps_the_original() -> None:
+    """A pin joins each pod's nodeSelector; the document it came from and non-pods stay as read."""
+    text = WORKLOAD.replace("spec: {containers:", "spec: {nodeSelector: {gpu: t4}, containers:")
+    template, infer, solo = parse_manifest(text, "w.yaml").documents
+    assert template.pinned("node-2") is template
+    assert [p["spec"]["nodeSelector"] for p in infer.pinned("node-2").pods] == [
+        {HOSTNAME_LABEL: "node-2"},
+        {HOSTNAME_LABEL: "node-2"},
+    ]
+    assert solo.pinned("node-1").pods[0]["spec"]["nodeSelector"] == {
+        "gpu": "t4",
+        HOSTNAME_LABEL: "node-1",
+    }
+    assert "nodeSelector" not in infer.pods[0]["spec"]
+    assert solo.pods[0]["spec"]["nodeSelector"] == {"gpu": "t4"}
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
+def test_every_scenario_pins_the_pods_it_applies_to_a_node_of_its_inventory(
+    scenario: Scenario,
+) -> None:
+    """The example files name no node, so each Apply that makes pods names a qgpu-runbook node."""
+    nodes = {node.name for node in builtin_inventory(DEFAULT_INVENTORY).nodes}
+    manifest = load_manifest(examples_dir() / scenario.manifest)
+    pods_applied = 0
+    for step in scenario.steps:
+        for action in step.actions:
+            if not isinstance(action, Apply):
+                continue
+            chosen = [d for d in manifest.documents if action.step in (None, d.step)]
+            if any(d.pods for d in chosen):
+                pods_applied += 1
+                assert action.node in nodes, (scenario.name, step.title, action.node)
+    assert pods_applied > 0
