@@ -48,9 +48,31 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "gpushare.webhook.secret" -}}{{ include "gpushare.fullname" . }}-webhook-tls{{- end }}
 {{- define "gpushare.installer.name" -}}{{ include "gpushare.fullname" . }}-hami-core-installer{{- end }}
 
-{{/* The image of the driver's components. */}}
+{{/*
+An image reference: [registry/]repository, then @digest when a digest is set (it wins over the
+tag), else :tag. global.imageRegistry, when set, replaces the image's own registry.
+Arguments: dict "image" <the image's values> "global" .Values.global "tag" <default tag>.
+*/}}
+{{- define "gpushare.imageRef" -}}
+{{- $registry := .image.registry | default "" }}
+{{- with .global }}{{ with .imageRegistry }}{{ $registry = . }}{{ end }}{{ end }}
+{{- $ref := .image.repository }}
+{{- with $registry }}{{ $ref = printf "%s/%s" (trimSuffix "/" .) $ref }}{{ end }}
+{{- if .image.digest }}
+{{- printf "%s@%s" $ref .image.digest }}
+{{- else }}
+{{- printf "%s:%s" $ref (default .tag .image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* The image of the driver's components; the tag defaults to the chart's appVersion. */}}
 {{- define "gpushare.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- include "gpushare.imageRef" (dict "image" .Values.image "global" .Values.global "tag" .Chart.AppVersion) }}
+{{- end }}
+
+{{/* The image HAMi-core's installer copies libvgpu.so from. */}}
+{{- define "gpushare.installer.image" -}}
+{{- include "gpushare.imageRef" (dict "image" .Values.hamiCore.installer.image "global" .Values.global "tag" "") }}
 {{- end }}
 
 {{/*
