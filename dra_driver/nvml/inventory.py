@@ -1,7 +1,8 @@
 """The fake GPU inventory: which nodes a cluster has and which cards each holds, as YAML.
 
-The NVML fake backend, the test harness and ``gpushare-dra simulate`` read this format, so a
-test cluster is a file instead of hardware. Decoding is strict: an unknown or duplicate field, a
+The NVML fake backend, the test harness, ``gpushare-dra simulate`` and ``gpushare-dra plan``
+read this format, so a test cluster is a file instead of hardware; docs/inventory.md documents
+it for users, field by field. Decoding is strict: an unknown or duplicate field, a
 wrong type, a malformed UUID, PCI bus ID or memory size, or a card identity used twice raises
 :class:`InventoryError`, whose message names the file, the YAML path and what is allowed::
 
