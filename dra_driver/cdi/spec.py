@@ -187,15 +187,21 @@ def atomic_write_json(path: Path, doc: Mapping[str, Any], mode: int = 0o644) -> 
 
 
 def atomic_write_bytes(
-    path: Path, data: bytes, mode: int = 0o644, *, sync_directory: bool = True
+    path: Path,
+    data: bytes,
+    mode: int = 0o644,
+    *,
+    sync_file: bool = True,
+    sync_directory: bool = True,
 ) -> None:
     """Replace ``path`` with ``data``, so that a reader sees the old or the new file.
 
     The data goes to a hidden temporary file in the same directory (named ``.<name>.*.tmp``,
     which no CDI runtime loads), is flushed and fsynced, then renamed over ``path``; the
     directory is fsynced so that the rename survives a power cut (a caller writing several
-    files may do that once, with :func:`sync_directory`). On any failure the temporary file
-    is removed and ``path`` is left as it was.
+    files may do that once, with :func:`sync_directory_of`). A caller that can rebuild the
+    file after a power cut may skip both fsyncs. On any failure the temporary file is
+    removed and ``path`` is left as it was.
     """
     directory = path.parent
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
@@ -205,13 +211,14 @@ def atomic_write_bytes(
             os.fchmod(file.fileno(), mode)
             file.write(data)
             file.flush()
-            os.fsync(file.fileno())
+            if sync_file:
+                os.fsync(file.fileno())
         temporary.replace(path)
     except BaseException:
         with contextlib.suppress(OSError):
             temporary.unlink()
         raise
-    if sync_directory:
+    if sync_file and sync_directory:
         sync_directory_of(path)
 
 

@@ -1,290 +1,251 @@
-"""The kubelet plugin's checkpoint: which claims are prepared, and how far.
+"""The kubelet plugin's checkpoint: one file per prepared claim (format 2).
 
-A claim is recorded as ``PrepareStarted`` before its CDI spec is written and as
-``PrepareCompleted`` (with the answer given to the kubelet and the spec itself) after. After a
-crash at any instruction, start-up reconciliation can therefore tell a half-done claim (roll it
-back; the kubelet retries) from a finished one (rewrite its spec if it vanished). The file is
-replaced atomically and carries a checksum; a corrupt file is moved aside, never reset silently.
+``<plugin dir>/checkpoint/<claim uid>.json`` holds ``{"checksum", "claim", "version": 2}``,
+the checksum being the SHA-256 of the entry as canonical JSON. A file exists only for a claim
+whose prepare completed: it is written (fsynced, renamed into place) after the claim's CDI
+spec and before the kubelet is answered, and removed after the spec on unprepare. So a
+prepare or unprepare costs the files of its own claims, whatever else the node holds.
+
+Nothing here ever deletes what it cannot read as format 2:
+
+- an entry of a newer format (a rollback after an upgrade), or a ``checkpoint.json`` of a
+  version other than 1, raises :class:`UnknownCheckpointVersionError`: the plugin refuses to
+  start, and every claim on the node keeps its files;
+- a damaged entry is renamed to ``<uid>.json.corrupt-<time>`` and its claim is left alone
+  (:attr:`Checkpoint.damaged`): its spec stays for its running container, and the kubelet's
+  next prepare of it starts over;
+- a format-1 ``checkpoint.json`` (release 0.1.0) is migrated to one file per claim and kept
+  as ``checkpoint.json.migrated``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
-import enum
-import errno
 import hashlib
 import json
 import os
-import stat
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
-from dra_driver.cdi.spec import atomic_write_bytes
+from dra_driver.cdi.names import check_claim_uid
+from dra_driver.cdi.spec import atomic_write_bytes, ensure_directory, sync_directory_of
+from dra_driver.kubeletplugin.checkpoint_v1 import (
+    LEGACY_FILE,
+    LegacyVersionError,
+    canonical,
+    decode_legacy,
+    read_regular,
+)
+from dra_driver.kubeletplugin.entries import ClaimEntry, ClaimState
 from dra_driver.logging import get_logger
 
 log = get_logger(__name__)
 
-_FORMAT_VERSION: Final = 1
+FORMAT_VERSION: Final = 2
+DIRECTORY: Final = "checkpoint"
+# A claim UID is a DNS label (checked before it becomes a file name).
+_ENTRY: Final = re.compile(
+    r"(?P<uid>[a-z0-9][-a-z0-9]{0,62})\.json(?P<corrupt>\.corrupt-[0-9TZ.]+)?"
+)
 
 
-class ClaimState(enum.StrEnum):
-    """How far preparing a claim got."""
-
-    PREPARE_STARTED = "PrepareStarted"
-    PREPARE_COMPLETED = "PrepareCompleted"
+class CheckpointError(RuntimeError):
+    """The checkpoint cannot be used as it is; what to do is in the message."""
 
 
-@dataclasses.dataclass(frozen=True)
-class PreparedDevice:
-    """One device of the answer to NodePrepareResources."""
-
-    request_names: tuple[str, ...]
-    pool_name: str
-    device_name: str
-    cdi_device_ids: tuple[str, ...]
-    share_id: str | None
+class CorruptCheckpointError(CheckpointError):
+    """A format-1 ``checkpoint.json`` was damaged; it was moved aside (path in the message)."""
 
 
-@dataclasses.dataclass(frozen=True)
-class ShareCard:
-    """A claim's total share of one card."""
-
-    uuid: str
-    cores: int
-    memory_bytes: int
+class UnknownCheckpointVersionError(CheckpointError):
+    """The node holds checkpoint data of a format this plugin does not know; nothing touched."""
 
 
-@dataclasses.dataclass(frozen=True)
-class ShareInfo:
-    """What the node monitor and the usage metrics know of a claim, from the API server.
-
-    Never from the claim's containers: they write their own regions and environment, and
-    could claim a higher priority or another card there.
-    """
-
-    backend: str
-    isolation: str
-    priority: str
-    pods: tuple[str, ...]
-    """The pods the claim was reserved for when it was prepared."""
-    cards: tuple[ShareCard, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        """Serialise for the checkpoint file."""
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, document: dict[str, Any]) -> ShareInfo:
-        """Read back what :meth:`to_json` wrote."""
-        return cls(
-            backend=str(document["backend"]),
-            isolation=str(document["isolation"]),
-            priority=str(document["priority"]),
-            pods=tuple(str(pod) for pod in document.get("pods") or ()),
-            cards=tuple(
-                ShareCard(str(c["uuid"]), int(c["cores"]), int(c["memory_bytes"]))
-                for c in document.get("cards") or ()
-            ),
-        )
+def _stamp() -> str:
+    # Microseconds: two corrupt loads in one second must not overwrite the evidence.
+    return datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
 
 
-@dataclasses.dataclass(frozen=True)
-class ClaimEntry:
-    """The checkpointed state of one claim."""
-
-    uid: str
-    namespace: str
-    name: str
-    state: ClaimState
-    spec_file: str
-    devices: tuple[PreparedDevice, ...] = ()
-    spec: dict[str, Any] | None = None
-    share: ShareInfo | None = None
-    """Absent in entries written before it existed (read back as ``None``)."""
-
-    def to_json(self) -> dict[str, Any]:
-        """Serialise for the checkpoint file (shares ``spec``: dump it, do not change it)."""
-        # Not dataclasses.asdict: it deep-copies the spec, the bulk of every entry.
-        return {
-            "uid": self.uid,
-            "namespace": self.namespace,
-            "name": self.name,
-            "state": str(self.state),
-            "spec_file": self.spec_file,
-            "devices": [dataclasses.asdict(device) for device in self.devices],
-            "spec": self.spec,
-            **({"share": self.share.to_json()} if self.share is not None else {}),
-        }
-
-    @classmethod
-    def from_json(cls, document: dict[str, Any]) -> ClaimEntry:
-        """Read back what :meth:`to_json` wrote."""
-        devices = tuple(
-            PreparedDevice(
-                request_names=tuple(d["request_names"]),
-                pool_name=d["pool_name"],
-                device_name=d["device_name"],
-                cdi_device_ids=tuple(d["cdi_device_ids"]),
-                share_id=d.get("share_id"),
-            )
-            for d in document.get("devices") or []
-        )
-        return cls(
-            uid=document["uid"],
-            namespace=document["namespace"],
-            name=document["name"],
-            state=ClaimState(document["state"]),
-            spec_file=document["spec_file"],
-            devices=devices,
-            spec=document.get("spec"),
-            share=ShareInfo.from_json(document["share"]) if document.get("share") else None,
-        )
+def encode(entry: ClaimEntry) -> bytes:
+    """Return the file content of ``entry``."""
+    claim = canonical(entry.to_json())
+    checksum = hashlib.sha256(claim.encode()).hexdigest()
+    version = FORMAT_VERSION
+    return f'{{"checksum":"{checksum}","claim":{claim},"version":{version}}}\n'.encode()
 
 
-class CorruptCheckpointError(RuntimeError):
-    """The checkpoint could not be read; it was moved aside to the path in the message."""
-
-
-def _canonical(value: Any) -> str:  # noqa: ANN401 - any JSON value
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
-
-
-def _member(uid: str, entry: Any) -> bytes:  # noqa: ANN401 - an entry's JSON object
-    """Return ``"<uid>":<entry>`` as the claims map's canonical JSON holds it."""
-    return f"{_canonical(uid)}:{_canonical(entry)}".encode()
-
-
-def _claims_json(members: dict[str, bytes]) -> bytes:
-    """Return the canonical JSON of the claims map, joined from its members.
-
-    Identical to ``_canonical(claims).encode()`` (keys sorted): a save serialises only the
-    entries that changed, and its cost on a node with many claims is a join, a hash and a write.
-    """
-    return b"{" + b",".join(members[uid] for uid in sorted(members)) + b"}"
-
-
-def _checksum(claims_json: bytes) -> str:
-    return hashlib.sha256(claims_json).hexdigest()
-
-
-def _decode(data: bytes) -> tuple[dict[str, ClaimEntry], dict[str, bytes]]:
-    """Return the entries and each one's member bytes (what the next save reuses)."""
+def decode(uid: str, data: bytes) -> ClaimEntry:
+    """Return the entry of ``uid``'s file; ValueError/KeyError/TypeError when it is damaged."""
     document = json.loads(data)
-    if not isinstance(document, dict) or not isinstance(document.get("claims"), dict):
-        raise TypeError("the document or its claims is not a JSON object")
-    claims = document["claims"]
-    if not all(isinstance(entry, dict) for entry in claims.values()):
-        raise TypeError("a claim entry is not a JSON object")
-    if document.get("version") != _FORMAT_VERSION:
-        raise ValueError(f"unknown checkpoint version {document.get('version')!r}")
-    members = {uid: _member(uid, entry) for uid, entry in claims.items()}
-    if document.get("checksum") != _checksum(_claims_json(members)):
+    if not isinstance(document, dict):
+        raise TypeError("the document is not a JSON object")
+    version = document.get("version")
+    if version != FORMAT_VERSION:
+        if isinstance(version, int) and not isinstance(version, bool) and version > 0:
+            raise UnknownCheckpointVersionError(
+                f"checkpoint entry of claim {uid} has format version {version}; this plugin "
+                f"reads format {FORMAT_VERSION}. It was written by another release of the "
+                "plugin: run that release (or a later one) on this node"
+            )
+        raise ValueError(f"no valid format version ({version!r})")
+    claim = document.get("claim")
+    if not isinstance(claim, dict):
+        raise TypeError("the claim is not a JSON object")
+    if document.get("checksum") != hashlib.sha256(canonical(claim).encode()).hexdigest():
         raise ValueError("checksum mismatch")
-    return {uid: ClaimEntry.from_json(entry) for uid, entry in claims.items()}, members
-
-
-def _identity(path: Path) -> tuple[int, int, int, int] | None:
-    """Return what changes whenever the file is replaced or rewritten (``None``: absent)."""
-    try:
-        found = path.lstat()
-    except FileNotFoundError:
-        return None
-    return found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns
-
-
-def _read_regular(path: Path) -> bytes:
-    """Read ``path`` if it is a regular file; a symlink, FIFO or device is a corrupt checkpoint.
-
-    The plugin runs as root: following a link planted here would read (and later move) a file
-    of someone else's choosing, and opening a FIFO would hang start-up.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ValueError("it is a symlink, not a regular file") from exc
-        raise
-    with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-            raise ValueError("it is not a regular file")
-        return file.read()
+    entry = ClaimEntry.from_json(claim)
+    if entry.uid != uid:
+        raise ValueError(f"the file of claim {uid} holds claim {entry.uid}")
+    return entry
 
 
 class Checkpoint:
-    """The checkpoint file of one plugin directory; not thread-safe (callers serialise).
+    """The checkpoint directory of one plugin directory; not thread-safe (callers serialise).
 
-    Each entry's JSON is kept from the last load or save, so a save serialises only the
-    entries that changed, and a load is skipped while the file is the one last read or
-    written here (another plugin process replaces it by rename, which changes its inode).
+    A load reads only the files added since the last load or save: entries are never
+    rewritten in place (a claim's file is created once and removed once), so the names in
+    the directory tell what changed, also when another plugin process (a rolling update,
+    under the node lock) wrote them.
     """
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, plugin_dir: Path) -> None:
+        self.directory = plugin_dir / DIRECTORY
+        self.legacy = plugin_dir / LEGACY_FILE
         self.claims: dict[str, ClaimEntry] = {}
-        self._members: dict[str, bytes] = {}
-        self._identity: tuple[int, int, int, int] | None = None
+        self.damaged: set[str] = set()
+        """Claims whose entry could not be read: neither theirs nor their files are touched."""
+
+    def path(self, uid: str) -> Path:
+        """Return the file of claim ``uid`` (UnsafeNameError if it is not a DNS label)."""
+        return self.directory / f"{check_claim_uid(uid)}.json"
 
     def load(self) -> None:
-        """Read the file; a missing file is an empty checkpoint, a corrupt one is moved aside."""
-        identity = _identity(self.path)
-        if identity is not None and identity == self._identity:
-            return
-        if identity is None:
-            self.claims, self._members, self._identity = {}, {}, None
-            return
+        """Catch up with the directory; migrate a format-1 file first if there is one."""
+        ensure_directory(self.directory, 0o700)
+        if self.legacy.exists() or self.legacy.is_symlink():
+            self._migrate()
+        present: set[str] = set()
+        with os.scandir(self.directory) as listing:
+            for item in listing:
+                match = _ENTRY.fullmatch(item.name)
+                if match is None:
+                    continue  # temporary files, the operator's own notes
+                if match["corrupt"]:
+                    self.damaged.add(match["uid"])
+                else:
+                    present.add(match["uid"])
+        self.claims = {uid: e for uid, e in self.claims.items() if uid in present}
+        for uid in sorted(present - self.claims.keys()):
+            self._read(uid)
+
+    def _read(self, uid: str) -> None:
+        path = self.path(uid)
         try:
-            self.claims, self._members = _decode(_read_regular(self.path))
-            self._identity = identity
+            self.claims[uid] = decode(uid, read_regular(path))
+        except FileNotFoundError:
+            return
         except (ValueError, KeyError, TypeError) as exc:
-            # Microseconds: two corrupt loads in one second must not overwrite the evidence.
-            stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-            aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
-            self.path.rename(aside)
+            if isinstance(exc, UnknownCheckpointVersionError):
+                raise
+            aside = path.with_name(f"{path.name}.corrupt-{_stamp()}")
+            path.rename(aside)
+            self.damaged.add(uid)
             log.error(  # noqa: TRY400 - the cause is in the message; a traceback adds nothing
+                "checkpoint.corrupt_entry",
+                claim_uid=uid,
+                moved_to=str(aside),
+                error=str(exc),
+                hint="the claim's files are left as they are; the kubelet's next prepare of it "
+                "starts over",
+            )
+
+    def _migrate(self) -> None:
+        """Turn a format-1 ``checkpoint.json`` into one file per completed claim."""
+        try:
+            legacy = decode_legacy(read_regular(self.legacy))
+        except LegacyVersionError as exc:
+            raise UnknownCheckpointVersionError(
+                f"{self.legacy} has format version {exc.version!r}; this plugin migrates only "
+                "format 1. It was written by another release of the plugin: run that release "
+                "(or a later one) on this node"
+            ) from exc
+        except (ValueError, KeyError, TypeError) as exc:
+            aside = self.legacy.with_name(f"{self.legacy.name}.corrupt-{_stamp()}")
+            self.legacy.rename(aside)
+            log.error(  # noqa: TRY400 - the cause is in the message
                 "checkpoint.corrupt",
-                path=str(self.path),
+                path=str(self.legacy),
                 moved_to=str(aside),
                 error=str(exc),
                 hint="claims prepared before are forgotten; their pods may need a restart",
             )
-            self.claims, self._members, self._identity = {}, {}, None
             raise CorruptCheckpointError(
-                f"checkpoint {self.path} is corrupt ({exc}); moved aside to {aside}"
+                f"checkpoint {self.legacy} is corrupt ({exc}); moved aside to {aside}"
             ) from exc
+        completed = [e for e in legacy.values() if e.state is ClaimState.PREPARE_COMPLETED]
+        # While checkpoint.json exists it is the truth (it is renamed only once migrated), so
+        # entries it does not hold are stale: left by an earlier migration, then a rollback.
+        stale = [uid for uid in self._names() if uid not in legacy]
+        self._write(completed)
+        self._unlink(stale)
+        migrated = self.legacy.with_name(f"{self.legacy.name}.migrated")
+        self.legacy.rename(migrated)
+        sync_directory_of(migrated)
+        log.info(
+            "checkpoint.migrated",
+            claims=len(completed),
+            rolled_back=len(legacy) - len(completed),
+            kept_as=str(migrated),
+        )
+
+    def _names(self) -> list[str]:
+        return [
+            match["uid"]
+            for path in self.directory.iterdir()
+            if (match := _ENTRY.fullmatch(path.name)) is not None and not match["corrupt"]
+        ]
 
     def put(self, *entries: ClaimEntry) -> None:
-        """Record ``entries`` in one write; memory changes only once the file is written.
-
-        A failed write must not be reported as done when the kubelet retries.
-        """
+        """Record ``entries``: each file written and fsynced, then the directory once."""
         self.update(put=entries)
 
     def remove(self, *uids: str) -> None:
-        """Forget claims in one write, file first; unknown claims are ignored."""
+        """Forget claims (their files, then the directory fsynced); unknown ones are ignored."""
         self.update(remove=uids)
 
     def update(self, *, put: Sequence[ClaimEntry] = (), remove: Sequence[str] = ()) -> None:
-        """Record ``put`` and forget ``remove`` in one write (nothing to change: no write)."""
-        forget = {uid for uid in remove if uid in self.claims}
+        """Record ``put`` and forget ``remove``; memory follows each file as it is written."""
+        forget = [uid for uid in remove if uid in self.claims]
         if not put and not forget:
             return
-        entries = {uid: e for uid, e in self.claims.items() if uid not in forget}
-        members = {uid: m for uid, m in self._members.items() if uid not in forget}
-        for entry in put:
-            entries[entry.uid] = entry
-            members[entry.uid] = _member(entry.uid, entry.to_json())
-        claims_json = _claims_json(members)
-        document = b"".join(
-            (
-                b'{"checksum":"',
-                _checksum(claims_json).encode(),
-                b'","claims":',
-                claims_json,
-                b',"version":%d}\n' % _FORMAT_VERSION,
-            )
-        )
-        atomic_write_bytes(self.path, document, mode=0o600)
-        self.claims, self._members = entries, members
-        self._identity = _identity(self.path)
+        ensure_directory(self.directory, 0o700)
+        self._write(put)
+        self._unlink(forget)
+
+    def _write(self, entries: Iterable[ClaimEntry]) -> None:
+        written = False
+        try:
+            for entry in entries:
+                if entry.state is not ClaimState.PREPARE_COMPLETED:
+                    raise ValueError(f"claim {entry.uid}: only completed prepares are recorded")
+                atomic_write_bytes(
+                    self.path(entry.uid), encode(entry), mode=0o600, sync_directory=False
+                )
+                self.claims[entry.uid] = entry
+                written = True
+        finally:
+            if written:
+                sync_directory_of(self.directory / "x")
+
+    def _unlink(self, uids: Iterable[str]) -> None:
+        removed = False
+        try:
+            for uid in uids:
+                self.path(uid).unlink(missing_ok=True)
+                self.claims.pop(uid, None)
+                removed = True
+        finally:
+            if removed:
+                sync_directory_of(self.directory / "x")

@@ -31,7 +31,7 @@ from dra_driver.cdi import (
     qualified_name,
 )
 from dra_driver.k8s.quantity import QuantityError, ceil_int, parse_quantity
-from dra_driver.kubeletplugin.checkpoint import PreparedDevice, ShareCard, ShareInfo
+from dra_driver.kubeletplugin.entries import PreparedDevice, ShareCard, ShareInfo
 from dra_driver.kubeletplugin.slices import device_name
 from dra_driver.nvml.inventory import Card
 from dra_driver.structured.config import parent_request, share_config

@@ -28,7 +28,7 @@ from dra_driver.cdi.backends import PRIORITY_LEVEL
 from dra_driver.hamicore.feedback import Decision, RegionState, decide, released
 from dra_driver.hamicore.region import RegionError
 from dra_driver.hamicore.regionfile import RegionFile, RegionRead
-from dra_driver.kubeletplugin.checkpoint import (
+from dra_driver.kubeletplugin.entries import (
     ClaimEntry,
     ClaimState,
     ShareCard,

@@ -1,9 +1,11 @@
 """Prepared claims on this node: checkpointed, idempotent, and safe to crash in.
 
-Order of a prepare: checkpoint ``PrepareStarted`` -> per-claim host directory -> CDI spec
-(atomic) -> checkpoint ``PrepareCompleted``. Unprepare removes in the reverse order. Start-up
-reconciliation rolls back half-done claims and orphaned spec files and rewrites the spec of a
-completed claim if it vanished (the kubelet will not ask again for a claim it thinks prepared).
+Order of a prepare: per-claim host directory -> CDI spec (atomic) -> the claim's checkpoint
+entry (durable) -> answer. Unprepare removes in the reverse order. A crash before the entry
+leaves a spec and a directory that no entry names: start-up reconciliation removes them (the
+kubelet, never answered, asks again). A completed claim whose spec vanished or was cut short
+(the spec is not fsynced: its entry holds it) gets it rewritten, byte for byte: the kubelet
+will not ask again for a claim it thinks prepared.
 """
 
 from __future__ import annotations
@@ -24,24 +26,20 @@ from dra_driver.cdi import (
     HostPaths,
     UnsafeNameError,
     atomic_write_bytes,
-    atomic_write_json,
     check_claim_uid,
     ensure_directory,
     json_bytes,
     spec_file_name,
-    sync_directory_of,
 )
 from dra_driver.cdi.backends import HAMI_LIBRARY_PATH
 from dra_driver.k8s.errors import ApiError, NotFoundError
 from dra_driver.kubeletplugin.checkpoint import (
     Checkpoint,
-    ClaimEntry,
-    ClaimState,
     CorruptCheckpointError,
-    PreparedDevice,
-    ShareInfo,
+    UnknownCheckpointVersionError,
 )
 from dra_driver.kubeletplugin.claims import ClaimError, prepare_claim
+from dra_driver.kubeletplugin.entries import ClaimEntry, ClaimState, PreparedDevice, ShareInfo
 from dra_driver.kubeletplugin.locking import file_lock
 from dra_driver.kubeletplugin.paths import NodePaths
 from dra_driver.logging import bound, get_logger, pool_initializer
@@ -87,6 +85,14 @@ class _Plan:
     share: ShareInfo
 
 
+def _content(path: Path) -> bytes | None:
+    """Return the file's bytes, ``None`` if it is missing or not a readable regular file."""
+    try:
+        return path.read_bytes() if path.is_file() and not path.is_symlink() else None
+    except OSError:
+        return None
+
+
 def pause_point(step: str) -> None:
     """Stop here forever if a crash test asked to (``GPUSHARE_TEST_PAUSE_AT=<step>:<file>``)."""
     wanted = os.environ.get(PAUSE_ENV, "")
@@ -113,7 +119,7 @@ class ClaimPreparer:
         self._paths = paths
         self._get_claim, self._cards = get_claim, cards
         self._default_backend = default_backend
-        self._checkpoint = Checkpoint(paths.plugin_dir / "checkpoint.json")
+        self._checkpoint = Checkpoint(paths.plugin_dir)
         self._lock = threading.Lock()
         self._node_lock = paths.plugin_dir / "serialize.lock"
 
@@ -125,8 +131,9 @@ class ClaimPreparer:
         it, so every batch starts from the file.
         """
         with self._lock, file_lock(self._node_lock):
-            # A corrupt checkpoint is moved aside and logged loudly by load(); what is on disk
-            # is then reconciled against the empty state.
+            # A corrupt format-1 checkpoint is moved aside and logged loudly by load(); what is
+            # on disk is then reconciled against the empty state. An unknown format is raised:
+            # nothing may be changed on its behalf.
             with contextlib.suppress(CorruptCheckpointError):
                 self._checkpoint.load()
             yield
@@ -150,65 +157,80 @@ class ClaimPreparer:
             self._reconcile()
 
     def _reconcile(self) -> None:
-        for uid, entry in list(self._checkpoint.claims.items()):
+        """Make the CDI specs and host directories match the checkpoint; see the module."""
+        claims, damaged = self._checkpoint.claims, self._checkpoint.damaged
+        for uid, entry in claims.items():
+            if entry.spec is None:
+                continue
             spec_path = self._paths.cdi_root / entry.spec_file
-            if entry.state is ClaimState.PREPARE_STARTED:
-                log.warning("state.rollback", claim_uid=uid, reason="prepare did not complete")
-                spec_path.unlink(missing_ok=True)
-                shutil.rmtree(self._paths.host_paths(uid).hami_cache_dir, ignore_errors=True)
-                self._checkpoint.remove(uid)
-            elif not spec_path.exists() and entry.spec is not None:
-                log.warning("state.respec", claim_uid=uid, reason="CDI spec missing")
-                atomic_write_json(spec_path, entry.spec)
+            expected = json_bytes(entry.spec)
+            if _content(spec_path) != expected:
+                log.warning("state.respec", claim_uid=uid, reason="CDI spec missing or damaged")
+                atomic_write_bytes(spec_path, expected, sync_file=False)
+        # Specs and directories of claims with no entry are from prepares cut short by a crash;
+        # those of claims whose entry was damaged stay with their running containers.
         prefix = f"{self._names.cdi_vendor}-{self._names.cdi_class}_"
-        known = {entry.spec_file for entry in self._checkpoint.claims.values()}
+        known = {entry.spec_file for entry in claims.values()}
+        known |= {spec_file_name(self._names, uid) for uid in damaged}
         for path in self._paths.cdi_root.glob(f"{prefix}*.json"):
             if path.name not in known:
                 log.warning("state.orphan_removed", spec=str(path))
                 path.unlink(missing_ok=True)
+        for path in self._paths.hami_claims_dir.iterdir():
+            if path.name not in claims and path.name not in damaged:
+                log.warning("state.orphan_removed", directory=str(path))
+                shutil.rmtree(path, ignore_errors=True)
 
     def prepare(self, refs: Sequence[ClaimRef]) -> dict[str, Outcome]:
         """Prepare each claim; one claim's failure never affects another's answer.
 
-        The batch moves through the steps together: every new claim is checkpointed
-        ``PrepareStarted`` in one write, then the CDI specs are written, then one write
-        records them ``PrepareCompleted``. A crash anywhere leaves what reconciliation rolls
-        back, and a batch costs two checkpoint writes instead of two per claim.
+        The batch moves through the steps together: the CDI specs are written, then each
+        claim's entry, then the checkpoint directory is synced once. A batch costs the files of
+        its own claims, whatever else the node holds. Checkpoint data of a format this plugin
+        does not know fails every claim of the batch, and changes nothing.
         """
-        with self._exclusive():
-            outcomes: dict[str, Outcome] = {}
-            planned: list[_Plan] = []
-            fetched = self._fetch(refs)
-            for ref in refs:
-                with self._answering(ref, outcomes):
-                    plan = self._plan(ref, fetched[ref.uid])
-                    if isinstance(plan, _Plan):
-                        planned.append(plan)
-                    else:
-                        outcomes[ref.uid] = Outcome(devices=plan)
-            if planned:
-                self._prepare_planned(planned, outcomes)
-            return {ref.uid: outcomes[ref.uid] for ref in refs}
+        try:
+            with self._exclusive():
+                outcomes: dict[str, Outcome] = {}
+                planned: list[_Plan] = []
+                fetched = self._fetch(refs)
+                for ref in refs:
+                    with self._answering(ref, outcomes):
+                        plan = self._plan(ref, fetched[ref.uid])
+                        if isinstance(plan, _Plan):
+                            planned.append(plan)
+                        else:
+                            outcomes[ref.uid] = Outcome(devices=plan)
+                if planned:
+                    self._prepare_planned(planned, outcomes)
+                return {ref.uid: outcomes[ref.uid] for ref in refs}
+        except UnknownCheckpointVersionError as exc:
+            log.error("prepare.refused", error=str(exc))  # noqa: TRY400 - the message says it
+            return {ref.uid: Outcome(error=str(exc)) for ref in refs}
 
     def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
         """Unprepare each claim; an unknown claim succeeds. Returns errors ("" for success).
 
-        Specs and host directories go first, then one checkpoint write forgets the batch: a
-        crash in between leaves completed entries whose specs reconciliation restores, and the
-        kubelet, never told of success, asks again.
+        Specs and host directories go first, then the batch's entries: a crash in between
+        leaves completed entries whose specs reconciliation restores, and the kubelet, never
+        told of success, asks again.
         """
-        with self._exclusive():
-            errors = {ref.uid: self._unprepare_one(ref) for ref in refs}
-            done = [uid for uid, error in errors.items() if not error]
-            try:
-                self._checkpoint.remove(*done)
-            except OSError as exc:
-                log.exception("unprepare.io_error")
-                errors.update(dict.fromkeys(done, f"removing claim state failed: {exc}"))
-            for uid in done:
-                if not errors[uid]:
-                    log.info("unprepare.done", claim_uid=uid)
-            return errors
+        try:
+            with self._exclusive():
+                errors = {ref.uid: self._unprepare_one(ref) for ref in refs}
+                done = [uid for uid, error in errors.items() if not error]
+                try:
+                    self._checkpoint.remove(*done)
+                except OSError as exc:
+                    log.exception("unprepare.io_error")
+                    errors.update(dict.fromkeys(done, f"removing claim state failed: {exc}"))
+                for uid in done:
+                    if not errors[uid]:
+                        log.info("unprepare.done", claim_uid=uid)
+                return errors
+        except UnknownCheckpointVersionError as exc:
+            log.error("unprepare.refused", error=str(exc))  # noqa: TRY400 - the message says it
+            return {ref.uid: str(exc) for ref in refs}
 
     @contextlib.contextmanager
     def _answering(self, ref: ClaimRef, outcomes: dict[str, Outcome]) -> Iterator[None]:
@@ -263,7 +285,7 @@ class ClaimPreparer:
             if existing.spec is not None and not spec_path.exists():
                 # The answer would name devices no spec defines: restore the spec first.
                 log.warning("state.respec", reason="CDI spec missing on re-prepare")
-                atomic_write_json(spec_path, existing.spec)
+                atomic_write_bytes(spec_path, json_bytes(existing.spec), sync_file=False)
             log.info("prepare.already_prepared")
             return existing.devices
         try:
@@ -293,14 +315,6 @@ class ClaimPreparer:
         )  # fmt: skip
 
     def _prepare_planned(self, planned: list[_Plan], outcomes: dict[str, Outcome]) -> None:
-        try:
-            self._checkpoint.put(*(plan.entry for plan in planned))
-        except OSError as exc:
-            log.exception("prepare.io_error")
-            for plan in planned:
-                outcomes[plan.ref.uid] = Outcome(error=f"writing claim state failed: {exc}")
-            return
-        pause_point("after-started")
         written: list[_Plan] = []
         for plan in planned:
             with self._answering(plan.ref, outcomes):
@@ -308,19 +322,10 @@ class ClaimPreparer:
                     # Container processes run as any user and must share the region file.
                     ensure_directory(plan.host.hami_cache_dir, 0o777)
                 path = self._paths.cdi_root / plan.entry.spec_file
-                atomic_write_bytes(path, json_bytes(plan.spec), sync_directory=False)
+                # Not fsynced: the entry holds the spec, and start-up rewrites one cut short.
+                atomic_write_bytes(path, json_bytes(plan.spec), sync_file=False)
                 written.append(plan)
-        try:
-            sync_directory_of(self._paths.cdi_root / planned[0].entry.spec_file)
-        except OSError as exc:
-            log.exception("prepare.io_error")
-            for plan in written:
-                outcomes[plan.ref.uid] = Outcome(error=f"writing claim state failed: {exc}")
         pause_point("after-spec")
-        failed = [plan.ref.uid for plan in planned if plan not in written]
-        for plan in planned:
-            if plan not in written:
-                shutil.rmtree(plan.host.hami_cache_dir, ignore_errors=True)
         completed = [
             dataclasses.replace(
                 plan.entry,
@@ -330,24 +335,26 @@ class ClaimPreparer:
                 share=plan.share,
             )
             for plan in written
-            if plan.ref.uid not in outcomes
         ]
         try:
-            self._checkpoint.update(put=completed, remove=failed)
+            self._checkpoint.put(*completed)
         except OSError as exc:
             log.exception("prepare.io_error")
             for entry in completed:
                 outcomes[entry.uid] = Outcome(error=f"writing claim state failed: {exc}")
-            return
-        for plan in written:
-            if plan.ref.uid not in outcomes:
-                with bound(
-                    claim_uid=plan.ref.uid, namespace=plan.ref.namespace, name=plan.ref.name
-                ):
+        pause_point("after-entry")
+        for plan in planned:
+            uid = plan.ref.uid
+            if uid in outcomes and uid not in self._checkpoint.claims:
+                # Nothing records this claim: its files go now rather than at the next start.
+                (self._paths.cdi_root / plan.entry.spec_file).unlink(missing_ok=True)
+                shutil.rmtree(plan.host.hami_cache_dir, ignore_errors=True)
+            elif uid not in outcomes:
+                with bound(claim_uid=uid, namespace=plan.ref.namespace, name=plan.ref.name):
                     log.info(
                         "prepare.done", devices=len(plan.devices), backend=str(plan.config.backend)
                     )
-                outcomes[plan.ref.uid] = Outcome(devices=plan.devices)
+                outcomes[uid] = Outcome(devices=plan.devices)
 
     def _unprepare_one(self, ref: ClaimRef) -> str:
         with bound(claim_uid=ref.uid, namespace=ref.namespace, name=ref.name):

@@ -175,11 +175,12 @@ def node_files(cdi_root: Path, plugin_dir: Path, names: DriverNames) -> NodeFile
         if cdi_root.exists()
         else frozenset()
     )
-    checkpoint = plugin_dir / "checkpoint.json"
+    checkpoint = plugin_dir / "checkpoint"
     entries: dict[str, tuple[str, str]] = {}
     if checkpoint.exists():
-        for uid, entry in json.loads(checkpoint.read_text())["claims"].items():
-            entries[uid] = (entry["state"], entry["spec_file"])
+        for path in checkpoint.glob("*.json"):
+            entry = json.loads(path.read_text())["claim"]
+            entries[entry["uid"]] = (entry["state"], entry["spec_file"])
     return NodeFiles(specs=specs, entries=entries)
 
 

@@ -40,7 +40,7 @@ from typing import Any, Final
 
 from benchlib import emit, latency_summary, machine
 
-from dra_driver.kubeletplugin.checkpoint import ShareCard, ShareInfo
+from dra_driver.kubeletplugin.entries import ShareCard, ShareInfo
 from dra_driver.kubeletplugin.monitor import MonitoredClaim, RegionMonitor
 from dra_driver.simulate.cudawork import CudaProcess
 from dra_driver.testing.regions import FakeProcess, FakeTask

@@ -153,7 +153,8 @@ def test_node_files_reads_what_the_plugin_writes(tmp_path: Path) -> None:
     spec = spec_file_name(NAMES, UID_A)
     (cdi / spec).write_text("{}")
     (cdi / "other-vendor_x.json").write_text("{}")
-    entry = {"state": "PrepareCompleted", "spec_file": spec}
-    (plugin / "checkpoint.json").write_text(json.dumps({"claims": {UID_A: entry}}))
+    entry = {"uid": UID_A, "state": "PrepareCompleted", "spec_file": spec}
+    (checkpoint := plugin / "checkpoint").mkdir()
+    (checkpoint / f"{UID_A}.json").write_text(json.dumps({"claim": entry, "version": 2}))
     files = invariants.node_files(cdi, plugin, NAMES)
     assert files == NodeFiles(frozenset({spec}), {UID_A: ("PrepareCompleted", spec)})

@@ -128,8 +128,9 @@ def test_leftovers_names_allocations_finalizers_specs_and_checkpoint_entries(
             directory.mkdir(parents=True)
         spec = spec_file_name(NAMES, UID)
         (dirs.cdi / spec).write_text("{}")
-        entry = {"state": "PrepareCompleted", "spec_file": spec}
-        (plugin_dir / "checkpoint.json").write_text(json.dumps({"claims": {UID: entry}}))
+        entry = {"uid": UID, "state": "PrepareCompleted", "spec_file": spec}
+        (checkpoint := plugin_dir / "checkpoint").mkdir()
+        (checkpoint / f"{UID}.json").write_text(json.dumps({"claim": entry, "version": 2}))
         assert leftovers(cluster, NAMES) == [
             "claim default/c is still allocated",
             f"claim default/c still has the finalizer {NAMES.finalizer}",

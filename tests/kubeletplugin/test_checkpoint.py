@@ -1,4 +1,4 @@
-"""The kubelet plugin's checkpoint file: round trip, checksum, corruption handling, mode."""
+"""The kubelet plugin's checkpoint (format 2): one file per claim, migration, unknown formats."""
 
 from __future__ import annotations
 
@@ -16,17 +16,16 @@ from structlog.testing import capture_logs
 
 from dra_driver.kubeletplugin.checkpoint import (
     Checkpoint,
-    ClaimEntry,
-    ClaimState,
     CorruptCheckpointError,
-    PreparedDevice,
+    UnknownCheckpointVersionError,
 )
+from dra_driver.kubeletplugin.entries import ClaimEntry, ClaimState, PreparedDevice
 
 UID_A = "0f1e2d3c-4b5a-4978-8796-a5b4c3d2e1f0"
 UID_B = "1a2b3c4d-5e6f-4a0b-8c1d-2e3f4a5b6c7d"
 UID_C = "9e8d7c6b-5a49-4837-a261-504f3e2d1c0b"
 SHARE = "11111111-2222-4333-8444-555555555555"
-ASIDE = re.compile(r"checkpoint\.json\.corrupt-\d{8}T\d{6}\.\d{6}Z")
+STAMP = r"\d{8}T\d{6}\.\d{6}Z"
 
 
 def started(uid: str, name: str = "c") -> ClaimEntry:
@@ -61,272 +60,262 @@ def completed(uid: str, name: str = "c") -> ClaimEntry:
     )
 
 
-@pytest.fixture
-def path(tmp_path: Path) -> Path:
-    return tmp_path / "checkpoint.json"
+def canonical(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-@pytest.fixture
-def saved(path: Path) -> bytes:
-    """Write a checkpoint with one started and one completed claim; return its bytes."""
-    checkpoint = Checkpoint(path)
-    checkpoint.put(started(UID_A, "first"))
-    checkpoint.put(completed(UID_B, "second"))
-    return path.read_bytes()
+def format_1(entries: list[ClaimEntry], version: object = 1) -> bytes:
+    """Return a checkpoint.json as release 0.1.0 wrote it."""
+    claims = {entry.uid: entry.to_json() for entry in entries}
+    checksum = hashlib.sha256(canonical(claims).encode()).hexdigest()
+    return (canonical({"checksum": checksum, "claims": claims, "version": version}) + "\n").encode()
 
 
-def test_put_and_remove_persist_and_reload_identically(path: Path) -> None:
-    """Entries put, replaced and removed read back from a fresh Checkpoint exactly as kept."""
-    checkpoint = Checkpoint(path)
-    checkpoint.put(started(UID_A))
-    checkpoint.put(completed(UID_B))
-    checkpoint.put(started(UID_C))
-    checkpoint.put(completed(UID_A))  # replaces the started entry of the same claim
-    checkpoint.remove(UID_C)
-    reloaded = Checkpoint(path)
-    reloaded.load()
-    assert reloaded.claims == {UID_A: completed(UID_A), UID_B: completed(UID_B)}
-    assert reloaded.claims == checkpoint.claims
-    entry = reloaded.claims[UID_B]
-    assert entry.state is ClaimState.PREPARE_COMPLETED
-    assert isinstance(entry.devices[1].request_names, tuple)
-    assert entry.devices[1].share_id is None
-    assert entry.devices[0].share_id == SHARE
+def files(plugin_dir: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in (plugin_dir / "checkpoint").iterdir()}
 
 
-def test_removing_the_last_claim_persists_an_empty_checkpoint(path: Path) -> None:
-    """After the only claim is removed, a reload finds no claims (the removal was written)."""
-    checkpoint = Checkpoint(path)
-    checkpoint.put(completed(UID_A))
-    checkpoint.remove(UID_A)
-    reloaded = Checkpoint(path)
-    reloaded.load()
-    assert reloaded.claims == {}
-    assert json.loads(path.read_bytes())["claims"] == {}
-
-
-def test_removing_an_unknown_claim_is_a_no_op(path: Path, saved: bytes) -> None:
-    """remove() of a claim never put neither fails nor rewrites the file."""
-    checkpoint = Checkpoint(path)
+def reloaded(plugin_dir: Path) -> dict[str, ClaimEntry]:
+    checkpoint = Checkpoint(plugin_dir)
     checkpoint.load()
-    before = path.stat().st_ino
-    checkpoint.remove(UID_C)
-    assert path.read_bytes() == saved
-    assert path.stat().st_ino == before
-    assert set(checkpoint.claims) == {UID_A, UID_B}
+    return checkpoint.claims
 
 
-def test_file_carries_version_and_checksum_of_the_claims(path: Path, saved: bytes) -> None:
-    """The file holds version 1 and the SHA-256 of the canonical JSON of its claims."""
-    document = json.loads(saved)
-    assert document["version"] == 1
-    canonical = json.dumps(document["claims"], sort_keys=True, separators=(",", ":")).encode()
-    assert document["checksum"] == hashlib.sha256(canonical).hexdigest()
-    assert set(document["claims"]) == {UID_A, UID_B}
-    assert document["claims"][UID_B]["state"] == "PrepareCompleted"
-    assert document["claims"][UID_A]["state"] == "PrepareStarted"
+def test_put_and_remove_persist_and_reload_identically(tmp_path: Path) -> None:
+    """Entries put, replaced and removed read back from a fresh Checkpoint exactly as kept."""
+    checkpoint = Checkpoint(tmp_path)
+    checkpoint.put(completed(UID_A, "old"), completed(UID_B))
+    checkpoint.put(completed(UID_C))
+    checkpoint.put(completed(UID_A))
+    checkpoint.remove(UID_C, "not-there")
+    assert (
+        reloaded(tmp_path)
+        == checkpoint.claims
+        == {UID_A: completed(UID_A), UID_B: completed(UID_B)}
+    )
+    entry = reloaded(tmp_path)[UID_B]
+    assert isinstance(entry.devices[1].request_names, tuple)
+    assert (entry.devices[0].share_id, entry.devices[1].share_id) == (SHARE, None)
+    assert sorted(files(tmp_path)) == sorted([f"{UID_A}.json", f"{UID_B}.json"])
+
+
+def test_an_entry_file_is_version_2_with_the_checksum_of_its_claim(tmp_path: Path) -> None:
+    """Each file holds version 2, the claim, and the SHA-256 of the claim's canonical JSON."""
+    Checkpoint(tmp_path).put(completed(UID_B))
+    data = (tmp_path / "checkpoint" / f"{UID_B}.json").read_bytes()
+    claim = completed(UID_B).to_json()
+    checksum = hashlib.sha256(canonical(claim).encode()).hexdigest()
+    assert data == (canonical({"checksum": checksum, "claim": claim, "version": 2}) + "\n").encode()
+
+
+def test_files_are_private_to_the_plugin(tmp_path: Path) -> None:
+    """The directory is 0700 and every entry 0600: claims' env and paths are the node's own."""
+    Checkpoint(tmp_path).put(completed(UID_A))
+    assert stat.S_IMODE((tmp_path / "checkpoint").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "checkpoint" / f"{UID_A}.json").stat().st_mode) == 0o600
+
+
+def test_only_completed_prepares_are_recorded(tmp_path: Path) -> None:
+    """put() of an unfinished entry is a programming error and writes nothing."""
+    checkpoint = Checkpoint(tmp_path)
+    with pytest.raises(ValueError, match="only completed prepares are recorded"):
+        checkpoint.put(started(UID_A))
+    assert files(tmp_path) == {}
+    assert checkpoint.claims == {}
 
 
 @settings(max_examples=60, deadline=None)
 @given(
     steps=st.lists(
         st.tuples(
-            st.sampled_from(["put-started", "put-completed", "remove"]),
-            st.lists(st.sampled_from([UID_A, UID_B, UID_C]), min_size=1, max_size=3),
+            st.booleans(), st.lists(st.sampled_from([UID_A, UID_B, UID_C]), min_size=1, max_size=3)
         ),
         max_size=12,
     )
 )
-def test_every_save_writes_the_whole_document_as_canonical_json(
-    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, list[str]]]
+def test_the_directory_always_holds_exactly_the_claims_in_memory(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[bool, list[str]]]
 ) -> None:
-    """After any puts and removes the file is the canonical JSON a full rewrite would give."""
-    path = tmp_path_factory.mktemp("checkpoint") / "checkpoint.json"
-    checkpoint = Checkpoint(path)
+    """After any puts and removes there is one file per claim kept, and a reload equals memory."""
+    plugin_dir = tmp_path_factory.mktemp("plugin")
+    checkpoint = Checkpoint(plugin_dir)
     checkpoint.load()
-    for action, uids in steps:
-        if action == "remove":
-            checkpoint.remove(*uids)
+    for put, uids in steps:
+        if put:
+            checkpoint.put(*(completed(uid, f"n{len(checkpoint.claims)}") for uid in uids))
         else:
-            checkpoint.put(*(started(u) if action == "put-started" else completed(u) for u in uids))
-        if not path.exists():
-            continue
-        claims = {uid: entry.to_json() for uid, entry in checkpoint.claims.items()}
-        canonical = json.dumps(claims, sort_keys=True, separators=(",", ":"))
-        document = {
-            "checksum": hashlib.sha256(canonical.encode()).hexdigest(),
-            "claims": claims,
-            "version": 1,
-        }
-        expected = json.dumps(document, sort_keys=True, separators=(",", ":")) + "\n"
-        assert path.read_bytes() == expected.encode()
-        reloaded = Checkpoint(path)
-        reloaded.load()
-        assert reloaded.claims == checkpoint.claims
+            checkpoint.remove(*uids)
+        assert sorted(files(plugin_dir)) == sorted(f"{uid}.json" for uid in checkpoint.claims)
+        assert reloaded(plugin_dir) == checkpoint.claims
 
 
-def test_file_mode_is_0600(path: Path, saved: bytes) -> None:
-    """The checkpoint is readable and writable by its owner only, also after a rewrite."""
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    path.chmod(0o644)
-    checkpoint = Checkpoint(path)
-    checkpoint.load()
-    checkpoint.put(started(UID_C))
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+def test_load_reads_what_another_plugin_process_added_and_forgets_what_it_removed(
+    tmp_path: Path,
+) -> None:
+    """A rolling update's other pod writes under the node lock: the next load catches up."""
+    ours, theirs = Checkpoint(tmp_path), Checkpoint(tmp_path)
+    ours.put(completed(UID_A), completed(UID_B))
+    theirs.load()
+    theirs.put(completed(UID_C))
+    theirs.remove(UID_A)
+    ours.load()
+    assert ours.claims == {UID_B: completed(UID_B), UID_C: completed(UID_C)}
 
 
-def test_missing_file_is_an_empty_checkpoint(path: Path) -> None:
-    """load() of a missing file forgets what was in memory and creates no file."""
-    checkpoint = Checkpoint(path)
-    checkpoint.claims = {UID_A: started(UID_A)}
-    checkpoint.load()
-    assert checkpoint.claims == {}
-    assert not path.exists()
-    assert list(path.parent.iterdir()) == []
+def _one_byte(data: bytes) -> bytes:
+    return data.replace(b'"team-a"', b'"team-b"', 1)
 
 
-def _with_checksum(document: dict[str, object]) -> bytes:
-    """Return ``document`` as the checkpoint would write it, with a checksum that matches."""
-    canonical = json.dumps(document["claims"], sort_keys=True, separators=(",", ":")).encode()
-    return json.dumps({**document, "checksum": hashlib.sha256(canonical).hexdigest()}).encode()
+def _checksum(data: bytes) -> bytes:
+    return re.sub(rb'"checksum":"[0-9a-f]+"', b'"checksum":"' + b"0" * 64 + b'"', data)
 
 
-def _edit_claim_byte(data: bytes) -> bytes:
-    """Change one byte inside a claim: the namespace "team-a" becomes "team-b"."""
-    assert data.count(b'"team-a"') == 1
-    return data.replace(b'"team-a"', b'"team-b"')
+def _resigned(edit: Callable[[dict[str, object]], object]) -> Callable[[bytes], bytes]:
+    """Edit the document and give it a checksum that matches its (edited) claim."""
 
+    def tamper(data: bytes) -> bytes:
+        document = json.loads(data)
+        edit(document)
+        claim = document.get("claim")
+        document["checksum"] = hashlib.sha256(canonical(claim).encode()).hexdigest()
+        return canonical(document).encode()
 
-def _invalid_utf8_byte(data: bytes) -> bytes:
-    """Overwrite one byte of a claim's name with a byte that is not UTF-8."""
-    index = data.index(b'"second"') + 1
-    return data[:index] + b"\xff" + data[index + 1 :]
-
-
-def _bad_checksum(data: bytes) -> bytes:
-    document = json.loads(data)
-    document["checksum"] = "0" * 64
-    return json.dumps(document).encode()
-
-
-def _invalid_json(data: bytes) -> bytes:
-    return data[: len(data) // 2]
-
-
-def _unknown_version(data: bytes) -> bytes:
-    document = json.loads(data)
-    return _with_checksum({**document, "version": 2})
-
-
-def _no_claims_key(data: bytes) -> bytes:
-    document = json.loads(data)
-    del document["claims"]
-    return json.dumps(document).encode()
-
-
-def _unknown_state(data: bytes) -> bytes:
-    document = json.loads(data)
-    document["claims"][UID_A]["state"] = "PrepareHalfway"
-    return _with_checksum(document)
-
-
-def _not_an_object(data: bytes) -> bytes:
-    return b"[1, 2, 3]\n"
-
-
-def _empty(data: bytes) -> bytes:
-    return b""
-
-
-def _claims_not_a_mapping(data: bytes) -> bytes:
-    document = json.loads(data)
-    return _with_checksum({**document, "claims": list(document["claims"].values())})
+    return tamper
 
 
 TAMPERINGS: list[object] = [
-    pytest.param(_edit_claim_byte, "checksum mismatch", id="one-byte-of-a-claim"),
-    pytest.param(_invalid_utf8_byte, "", id="one-byte-not-utf8"),
-    pytest.param(_bad_checksum, "checksum mismatch", id="checksum-mismatch"),
-    pytest.param(_invalid_json, "", id="invalid-json"),
-    pytest.param(_empty, "", id="empty-file"),
-    pytest.param(_unknown_version, "unknown checkpoint version 2", id="unknown-version"),
-    pytest.param(_no_claims_key, "claims", id="no-claims-key"),
-    pytest.param(_unknown_state, "PrepareHalfway", id="unknown-state"),
-    pytest.param(_not_an_object, "", id="not-an-object"),
+    pytest.param(_one_byte, "checksum mismatch", id="one-byte-of-the-claim"),
+    pytest.param(_checksum, "checksum mismatch", id="checksum"),
+    pytest.param(lambda data: data[: len(data) // 2], "", id="cut-short"),
+    pytest.param(lambda _: b"", "", id="empty"),
+    pytest.param(lambda _: b"[1, 2]\n", "not a JSON object", id="not-an-object"),
     pytest.param(
-        _claims_not_a_mapping,
-        "",
-        id="claims-a-list-with-valid-checksum",
+        _resigned(lambda d: d.update(version="2")), "no valid format version", id="version-string"
+    ),
+    pytest.param(_resigned(lambda d: d.update(version=0)), "no valid format", id="version-0"),
+    pytest.param(_resigned(lambda d: d.pop("claim")), "not a JSON object", id="no-claim"),
+    pytest.param(
+        _resigned(lambda d: d["claim"].update(state="PrepareHalfway")),  # type: ignore[attr-defined]
+        "PrepareHalfway",
+        id="unknown-state",
+    ),
+    pytest.param(
+        _resigned(lambda d: d["claim"].update(uid=UID_C)),  # type: ignore[attr-defined]
+        f"holds claim {UID_C}",
+        id="another-claim-inside",
     ),
 ]
 
 
 @pytest.mark.parametrize(("tamper", "problem"), TAMPERINGS)
-def test_tampered_file_is_moved_aside_and_reported(
-    path: Path, saved: bytes, tamper: Callable[[bytes], bytes], problem: str
+def test_a_damaged_entry_is_moved_aside_and_the_others_kept(
+    tmp_path: Path, tamper: Callable[[bytes], bytes], problem: str
 ) -> None:
-    """A corrupt file raises CorruptCheckpointError, moves aside intact, and logs an error."""
-    tampered = tamper(saved)
-    assert tampered != saved
+    """A damaged entry is renamed .corrupt-<time>, logged, its claim marked damaged; others stay."""
+    Checkpoint(tmp_path).put(completed(UID_A), completed(UID_B))
+    path = tmp_path / "checkpoint" / f"{UID_A}.json"
+    tampered = tamper(path.read_bytes())
     path.write_bytes(tampered)
-    checkpoint = Checkpoint(path)
-    checkpoint.claims = {UID_C: started(UID_C)}
-    with capture_logs() as logs, pytest.raises(CorruptCheckpointError) as caught:
+    checkpoint = Checkpoint(tmp_path)
+    with capture_logs() as logs:
         checkpoint.load()
-    assert not path.exists()
-    (aside,) = list(path.parent.iterdir())
-    assert ASIDE.fullmatch(aside.name), aside.name
+    assert checkpoint.claims == {UID_B: completed(UID_B)}
+    assert checkpoint.damaged == {UID_A}
+    (aside,) = (tmp_path / "checkpoint").glob(f"{UID_A}.json.corrupt-*")
+    assert re.fullmatch(rf"{UID_A}\.json\.corrupt-{STAMP}", aside.name)
     assert aside.read_bytes() == tampered
-    assert checkpoint.claims == {}
-    message = str(caught.value)
-    assert message.startswith(f"checkpoint {path} is corrupt (")
-    assert message.endswith(f"moved aside to {aside}")
-    assert problem in message
-    (event,) = [e for e in logs if e["event"] == "checkpoint.corrupt"]
-    assert event["log_level"] == "error"
-    assert event["path"] == str(path)
-    assert event["moved_to"] == str(aside)
+    (event,) = [e for e in logs if e["event"] == "checkpoint.corrupt_entry"]
+    assert (event["log_level"], event["claim_uid"], event["moved_to"]) == (
+        "error",
+        UID_A,
+        str(aside),
+    )
     assert problem in event["error"]
+    # A later start still knows the claim's entry was damaged (its files are left alone).
+    again = Checkpoint(tmp_path)
+    again.load()
+    assert again.damaged == {UID_A}
 
 
-def test_after_a_corrupt_load_the_next_put_starts_a_fresh_file(path: Path, saved: bytes) -> None:
-    """Once moved aside, the checkpoint writes a new valid file with only the new claim."""
-    path.write_bytes(_bad_checksum(saved))
-    checkpoint = Checkpoint(path)
-    with capture_logs(), pytest.raises(CorruptCheckpointError):
+def test_an_entry_that_is_a_symlink_is_set_aside_not_followed(tmp_path: Path) -> None:
+    """A planted symlink is never read through: the link itself is moved aside."""
+    Checkpoint(tmp_path).put(completed(UID_B))
+    target = tmp_path / "secret"
+    target.write_bytes((tmp_path / "checkpoint" / f"{UID_B}.json").read_bytes())
+    (tmp_path / "checkpoint" / f"{UID_A}.json").symlink_to(target)
+    checkpoint = Checkpoint(tmp_path)
+    with capture_logs():
         checkpoint.load()
-    checkpoint.put(completed(UID_C))
-    reloaded = Checkpoint(path)
-    reloaded.load()
-    assert reloaded.claims == {UID_C: completed(UID_C)}
-    assert len([p for p in path.parent.iterdir() if ASIDE.fullmatch(p.name)]) == 1
+    assert set(checkpoint.claims) == {UID_B}
+    assert checkpoint.damaged == {UID_A}
+    assert target.exists()
 
 
-def test_a_file_replaced_by_another_process_is_read_again(tmp_path: Path) -> None:
-    """Load skips a file it wrote itself, but not one another plugin process replaced."""
-    ours = Checkpoint(tmp_path / "checkpoint.json")
-    ours.put(started(UID_A))
-    theirs = Checkpoint(tmp_path / "checkpoint.json")
-    theirs.load()
-    theirs.put(completed(UID_B))  # a rolling update's other pod, through a rename
-    ours.load()
-    assert set(ours.claims) == {UID_A, UID_B}
-    assert ours.claims[UID_B] == completed(UID_B)
+def test_an_entry_of_a_newer_format_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    """Format 3 raises UnknownCheckpointVersionError naming the claim; no file moves."""
+    Checkpoint(tmp_path).put(completed(UID_B))
+    newer = tmp_path / "checkpoint" / f"{UID_A}.json"
+    newer.write_bytes(b'{"checksum": "x", "claim": {}, "version": 3}\n')
+    before = files(tmp_path)
+    with pytest.raises(UnknownCheckpointVersionError, match=f"claim {UID_A} has format version 3"):
+        Checkpoint(tmp_path).load()
+    assert files(tmp_path) == before
 
 
-def test_a_batch_is_one_write_with_the_same_bytes_as_one_by_one(tmp_path: Path) -> None:
-    """put(*entries) writes once, and the file equals the one written entry by entry."""
-    batched, single = Checkpoint(tmp_path / "a.json"), Checkpoint(tmp_path / "b.json")
-    before = batched.path.exists()
-    batched.put(completed(UID_A), started(UID_B), completed(UID_C))
-    for entry in (completed(UID_A), started(UID_B), completed(UID_C)):
-        single.put(entry)
-    assert not before
-    assert batched.path.read_bytes() == single.path.read_bytes()
-    batched.remove(UID_B, UID_C, "not-there")
-    single.remove(UID_B)
-    single.remove(UID_C)
-    assert batched.path.read_bytes() == single.path.read_bytes()
-    reread = Checkpoint(tmp_path / "a.json")
-    reread.load()
-    assert reread.claims == {UID_A: completed(UID_A)}
+def test_a_format_1_checkpoint_is_migrated_to_one_file_per_completed_claim(tmp_path: Path) -> None:
+    """0.1.0's checkpoint.json becomes entry files (unfinished ones dropped) and is kept aside."""
+    legacy = format_1([completed(UID_A), started(UID_B), completed(UID_C, "third")])
+    (tmp_path / "checkpoint.json").write_bytes(legacy)
+    checkpoint = Checkpoint(tmp_path)
+    with capture_logs() as logs:
+        checkpoint.load()
+    assert checkpoint.claims == {UID_A: completed(UID_A), UID_C: completed(UID_C, "third")}
+    assert reloaded(tmp_path) == checkpoint.claims
+    assert not (tmp_path / "checkpoint.json").exists()
+    assert (tmp_path / "checkpoint.json.migrated").read_bytes() == legacy
+    (event,) = [e for e in logs if e["event"] == "checkpoint.migrated"]
+    assert (event["claims"], event["rolled_back"]) == (2, 1)
+
+
+def test_a_migration_cut_short_is_redone_and_drops_entries_the_old_file_lacks(
+    tmp_path: Path,
+) -> None:
+    """While checkpoint.json exists it is the truth: a rerun rewrites the entries from it."""
+    (tmp_path / "checkpoint").mkdir(mode=0o700)
+    # Left by an earlier migration, after which a rollback unprepared UID_B.
+    Checkpoint(tmp_path).put(completed(UID_B))
+    (tmp_path / "checkpoint.json").write_bytes(format_1([completed(UID_A)]))
+    with capture_logs():
+        assert reloaded(tmp_path) == {UID_A: completed(UID_A)}
+    assert sorted(files(tmp_path)) == [f"{UID_A}.json"]
+
+
+@pytest.mark.parametrize("version", [2, 7, "1"])
+def test_a_checkpoint_json_of_another_version_is_refused_and_kept(
+    tmp_path: Path, version: object
+) -> None:
+    """checkpoint.json of a version other than 1 is never migrated, moved or discarded."""
+    data = format_1([completed(UID_A)], version=version)
+    (tmp_path / "checkpoint.json").write_bytes(data)
+    with pytest.raises(UnknownCheckpointVersionError) as raised:
+        Checkpoint(tmp_path).load()
+    assert str(raised.value) == (
+        f"{tmp_path / 'checkpoint.json'} has format version {version!r}; this plugin migrates "
+        "only format 1. It was written by another release of the plugin: run that release (or "
+        "a later one) on this node"
+    )
+    assert (tmp_path / "checkpoint.json").read_bytes() == data
+    assert files(tmp_path) == {}
+
+
+def test_a_damaged_format_1_checkpoint_is_moved_aside_and_reported(tmp_path: Path) -> None:
+    """A checkpoint.json failing its checksum raises CorruptCheckpointError and moves aside."""
+    damaged = _checksum(format_1([completed(UID_A)]))
+    (tmp_path / "checkpoint.json").write_bytes(damaged)
+    checkpoint = Checkpoint(tmp_path)
+    with capture_logs() as logs, pytest.raises(CorruptCheckpointError, match="checksum mismatch"):
+        checkpoint.load()
+    (aside,) = tmp_path.glob("checkpoint.json.corrupt-*")
+    assert aside.read_bytes() == damaged
+    assert [e["log_level"] for e in logs if e["event"] == "checkpoint.corrupt"] == ["error"]
+    assert reloaded(tmp_path) == {}

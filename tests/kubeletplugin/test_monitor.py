@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
 from dra_driver.hamicore.layout import INT32
-from dra_driver.kubeletplugin.checkpoint import (
+from dra_driver.kubeletplugin.entries import (
     ClaimEntry,
     ClaimState,
     ShareCard,

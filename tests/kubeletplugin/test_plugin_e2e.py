@@ -246,11 +246,10 @@ def test_batch_of_32_with_one_bad_claim_is_idempotent_and_unprepares(
         )
         assert all(not r.error for r in result.claims.values())
     assert list(plugin.cdi_root.glob("*.json")) == []
-    checkpoint = json.loads((plugin.plugin_dir / "checkpoint.json").read_text())
-    assert checkpoint["claims"] == {}
+    assert list((plugin.plugin_dir / "checkpoint").iterdir()) == []
 
 
-@pytest.mark.parametrize("step", ["after-started", "after-spec"])
+@pytest.mark.parametrize("step", ["after-spec", "after-entry"])
 def test_killed_mid_prepare_leaves_one_consistent_claim(
     cluster: FakeCluster, inventory: Path, step: str
 ) -> None:
@@ -286,9 +285,9 @@ def test_killed_mid_prepare_leaves_one_consistent_claim(
         specs = list(survivor.cdi_root.glob("*.json"))
         assert [p.name for p in specs] == [f"k8s.{DRIVER}-claim_{ref.uid}.json"]
         assert validate_spec(json.loads(specs[0].read_text())) == []
-        entries = json.loads((survivor.plugin_dir / "checkpoint.json").read_text())["claims"]
-        assert list(entries) == [ref.uid]
-        assert entries[ref.uid]["state"] == "PrepareCompleted"
+        entries = list((survivor.plugin_dir / "checkpoint").iterdir())
+        assert [entry.name for entry in entries] == [f"{ref.uid}.json"]
+        assert json.loads(entries[0].read_text())["claim"]["state"] == "PrepareCompleted"
         leftovers = [p.name for p in survivor.cdi_root.iterdir() if not p.name.endswith(".json")]
         assert leftovers == []
     finally:

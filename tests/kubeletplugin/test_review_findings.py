@@ -105,7 +105,7 @@ class _Node:
         return self.paths.cdi_root / spec_file_name(NAMES, uid)
 
     def checkpoint(self) -> dict[str, ClaimEntry]:
-        checkpoint = Checkpoint(self.paths.plugin_dir / "checkpoint.json")
+        checkpoint = Checkpoint(self.paths.plugin_dir)
         checkpoint.load()
         return checkpoint.claims
 
@@ -167,17 +167,31 @@ def test_reprepare_restores_a_vanished_spec(node: _Node) -> None:
 
 
 def _fail_checkpoint_write(monkeypatch: pytest.MonkeyPatch, call: int) -> None:
-    """Make the ``call``-th checkpoint write (1-based) fail like a full disk."""
+    """Make the ``call``-th checkpoint entry write (1-based) fail like a full disk."""
     real = atomic_write_bytes
     calls = {"n": 0}
 
-    def flaky(path: Path, data: bytes, mode: int = 0o644) -> None:
+    def flaky(path: Path, data: bytes, mode: int = 0o644, **options: bool) -> None:
         calls["n"] += 1
         if calls["n"] == call:
             raise OSError(28, "No space left on device")
-        real(path, data, mode=mode)
+        real(path, data, mode=mode, **options)
 
     monkeypatch.setattr(checkpoint_module, "atomic_write_bytes", flaky)
+
+
+def _fail_checkpoint_sync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the next sync of the checkpoint directory fail like an I/O error."""
+    real = checkpoint_module.sync_directory_of
+    calls = {"n": 0}
+
+    def flaky(path: Path) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError(5, "Input/output error")
+        real(path)
+
+    monkeypatch.setattr(checkpoint_module, "sync_directory_of", flaky)
 
 
 def test_failed_completed_save_is_not_reported_prepared(
@@ -186,7 +200,7 @@ def test_failed_completed_save_is_not_reported_prepared(
     """After a retry succeeds, the claim is PrepareCompleted on disk and survives a restart."""
     preparer = node.started()
     ref = node.claims.add(_claim(_uid(), "c1", [_result()]))
-    _fail_checkpoint_write(monkeypatch, call=2)  # 1: PrepareStarted, 2: PrepareCompleted
+    _fail_checkpoint_write(monkeypatch, call=1)  # the claim's entry
     assert preparer.prepare([ref])[ref.uid].error  # the kubelet is told and retries
     retry = preparer.prepare([ref])[ref.uid]
     assert retry.error == ""
@@ -202,7 +216,7 @@ def test_failed_remove_save_does_not_resurrect_the_claim(
     preparer = node.started()
     ref = node.claims.add(_claim(_uid(), "c1", [_result()]))
     assert preparer.prepare([ref])[ref.uid].error == ""
-    _fail_checkpoint_write(monkeypatch, call=1)
+    _fail_checkpoint_sync(monkeypatch)
     assert preparer.unprepare([ref])[ref.uid]  # the kubelet is told and retries
     assert preparer.unprepare([ref])[ref.uid] == ""
     monkeypatch.undo()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import stat
 import uuid
 from collections.abc import Sequence
@@ -17,12 +18,8 @@ from dra_driver.api import DEFAULT_DRIVER_NAME, Backend, DriverNames
 from dra_driver.cdi import spec_file_name, validate_spec
 from dra_driver.k8s.errors import NotFoundError
 from dra_driver.kubeletplugin import checkpoint as checkpoint_module
-from dra_driver.kubeletplugin.checkpoint import (
-    Checkpoint,
-    ClaimEntry,
-    ClaimState,
-    PreparedDevice,
-)
+from dra_driver.kubeletplugin.checkpoint import Checkpoint, UnknownCheckpointVersionError
+from dra_driver.kubeletplugin.entries import ClaimEntry, ClaimState, PreparedDevice
 from dra_driver.kubeletplugin.paths import NodePaths
 from dra_driver.kubeletplugin.state import ClaimPreparer, ClaimRef
 from dra_driver.nvml.inventory import Card
@@ -144,7 +141,7 @@ class Node:
         return self.paths.host_paths(uid).hami_cache_dir
 
     def checkpoint(self) -> dict[str, ClaimEntry]:
-        checkpoint = Checkpoint(self.paths.plugin_dir / "checkpoint.json")
+        checkpoint = Checkpoint(self.paths.plugin_dir)
         checkpoint.load()
         return checkpoint.claims
 
@@ -387,20 +384,82 @@ def test_unprepare_removes_spec_entry_and_cache_dir(node: Node) -> None:
     assert set(node.checkpoint()) == {kept.uid}
 
 
-def test_start_rolls_back_a_started_claim(node: Node) -> None:
-    """A PrepareStarted entry loses its spec file, its cache dir and its entry at start."""
-    node.started()
+def test_start_rolls_back_a_prepare_cut_short_before_its_entry(node: Node) -> None:
+    """A spec and a cache dir that no entry names (a crash mid-prepare) are removed at start."""
+    kept = node.claims.add(claim(new_uid(), "kept"))
+    node.started().prepare([kept])
     uid = new_uid()
-    spec_file = spec_file_name(NAMES, uid)
-    checkpoint = Checkpoint(node.paths.plugin_dir / "checkpoint.json")
-    checkpoint.put(ClaimEntry(uid, NAMESPACE, "c1", ClaimState.PREPARE_STARTED, spec_file))
     node.spec_path(uid).write_text("{}")
     node.cache_dir(uid).mkdir(parents=True)
+    (node.cache_dir(uid) / "cudevshr.cache").write_bytes(b"region")
     with capture_logs() as logs:
         preparer = node.started()
     assert_nothing_prepared(node, uid)
-    assert preparer.prepared == {}
-    assert [e["claim_uid"] for e in logs if e["event"] == "state.rollback"] == [uid]
+    assert set(preparer.prepared) == {kept.uid}
+    assert node.spec_path(kept.uid).exists()
+    assert node.cache_dir(kept.uid).is_dir()
+    removed = [
+        e.get("spec") or e.get("directory") for e in logs if e["event"] == "state.orphan_removed"
+    ]
+    assert sorted(removed) == sorted([str(node.spec_path(uid)), str(node.cache_dir(uid))])
+
+
+def test_start_rewrites_a_spec_cut_short_by_a_power_cut(node: Node) -> None:
+    """Specs are not fsynced: an empty or damaged spec of a completed claim is rewritten."""
+    preparer = node.started()
+    ref = node.claims.add(claim(new_uid(), "c1"))
+    preparer.prepare([ref])
+    spec = node.spec_path(ref.uid)
+    original = spec.read_bytes()
+    spec.write_bytes(b"")
+    node.started()
+    assert spec.read_bytes() == original
+
+
+def test_an_entry_of_a_newer_format_refuses_start_and_touches_nothing(node: Node) -> None:
+    """A rollback that finds format-3 entries fails start with the fix; no file is changed."""
+    preparer = node.started()
+    refs = [node.claims.add(claim(new_uid(), f"c{i}")) for i in range(2)]
+    preparer.prepare(refs)
+    # A claim a newer plugin prepared (a rolling update went back and forth).
+    newer_uid = new_uid()
+    newer = node.paths.plugin_dir / "checkpoint" / f"{newer_uid}.json"
+    newer.write_bytes(b'{"version": 3, "claim": {"whatever": 1}}\n')
+    node.spec_path(newer_uid).write_text("{}")
+    before = {path: path.read_bytes() for path in node.files() if path.is_file()}
+    with pytest.raises(UnknownCheckpointVersionError) as raised:
+        node.started()
+    assert str(raised.value) == (
+        f"checkpoint entry of claim {newer_uid} has format version 3; this plugin reads "
+        "format 2. It was written by another release of the plugin: run that release (or a "
+        "later one) on this node"
+    )
+    # The plugin already running refuses its calls the same way, and deletes nothing either.
+    answers = preparer.unprepare(refs)
+    assert set(answers.values()) == {str(raised.value)}
+    assert {path: path.read_bytes() for path in node.files() if path.is_file()} == before
+
+
+def test_a_damaged_entry_is_set_aside_and_its_claim_left_alone(node: Node) -> None:
+    """A damaged entry is renamed; its claim's spec stays; the kubelet's next prepare redoes it."""
+    preparer = node.started()
+    ref = node.claims.add(claim(new_uid(), "c1"))
+    preparer.prepare([ref])
+    entry = node.paths.plugin_dir / "checkpoint" / f"{ref.uid}.json"
+    entry.write_bytes(entry.read_bytes().replace(b'"c1"', b'"c2"'))
+    with capture_logs() as logs:
+        restarted = node.started()
+    assert [e["claim_uid"] for e in logs if e["event"] == "checkpoint.corrupt_entry"] == [ref.uid]
+    assert ref.uid not in restarted.prepared
+    assert node.spec_path(ref.uid).exists()
+    (aside,) = entry.parent.glob(f"{ref.uid}.json.corrupt-*")
+    assert b'"c2"' in aside.read_bytes()
+    # Still left alone at the next start, then prepared afresh when the kubelet asks.
+    node.started()
+    assert node.spec_path(ref.uid).exists()
+    _, error = prepare_one(restarted, ref)
+    assert error == ""
+    assert set(node.checkpoint()) == {ref.uid}
 
 
 def test_start_removes_orphan_specs_and_keeps_foreign_files(node: Node) -> None:
@@ -451,6 +510,8 @@ def test_corrupt_checkpoint_at_start_is_moved_aside(node: Node, content: bytes) 
     preparer = node.started()
     ref = node.claims.add(claim(new_uid(), "c1"))
     preparer.prepare([ref])
+    # A node of release 0.1.0: its one checkpoint file (format 1), damaged.
+    shutil.rmtree(node.paths.plugin_dir / "checkpoint")
     path = node.paths.plugin_dir / "checkpoint.json"
     path.write_bytes(content)
     with capture_logs() as logs:
@@ -468,27 +529,41 @@ def test_corrupt_checkpoint_at_start_is_moved_aside(node: Node, content: bytes) 
     assert set(node.checkpoint()) == {other.uid}
 
 
-def test_a_batch_costs_two_checkpoint_writes_whatever_its_size(
+def test_a_batch_writes_only_its_own_claims_entries_and_syncs_the_directory_once(
     node: Node, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """32 new claims are checkpointed Started in one write and Completed in one more."""
+    """With 40 claims on the node, 32 new claims cost 32 entry files and one directory sync."""
     preparer = node.started()
+    preparer.prepare([node.claims.add(claim(new_uid(), f"old{i}")) for i in range(40)])
     refs = [node.claims.add(claim(new_uid(), f"c{i}")) for i in range(32)]
     writes: list[Path] = []
-    real = checkpoint_module.atomic_write_bytes
+    syncs: list[Path] = []
+    real_write, real_sync = (
+        checkpoint_module.atomic_write_bytes,
+        checkpoint_module.sync_directory_of,
+    )
 
-    def counted(path: Path, data: bytes, mode: int = 0o644) -> None:
+    def counted(path: Path, data: bytes, mode: int = 0o644, **options: bool) -> None:
         writes.append(path)
-        real(path, data, mode=mode)
+        real_write(path, data, mode=mode, **options)
+
+    def synced(path: Path) -> None:
+        syncs.append(path.parent)
+        real_sync(path)
 
     monkeypatch.setattr(checkpoint_module, "atomic_write_bytes", counted)
+    monkeypatch.setattr(checkpoint_module, "sync_directory_of", synced)
     answers = preparer.prepare(refs)
     assert all(outcome.error == "" for outcome in answers.values())
-    assert len(writes) == 2
+    directory = node.paths.plugin_dir / "checkpoint"
+    assert sorted(writes) == sorted(directory / f"{ref.uid}.json" for ref in refs)
+    assert syncs == [directory]
     assert {e.state for e in node.started().prepared.values()} == {ClaimState.PREPARE_COMPLETED}
     writes.clear()
+    syncs.clear()
     assert set(preparer.unprepare(refs).values()) == {""}
-    assert len(writes) == 1
+    assert (writes, syncs) == ([], [directory])
+    assert len(node.checkpoint()) == 40
 
 
 def test_a_hami_core_claim_reserved_for_two_pods_is_refused(node: Node) -> None:

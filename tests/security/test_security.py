@@ -134,7 +134,7 @@ def test_a_planted_symlink_at_a_cache_directory_is_refused_not_opened_up(
 def test_a_checkpoint_reached_through_a_symlink_is_set_aside_not_trusted(
     tmp_path: Path, node: Node
 ) -> None:
-    """A link at checkpoint.json, even to a valid checkpoint, is moved aside; its target stays."""
+    """A link at a claim's entry, even to a valid entry, is moved aside; its target stays."""
     donor = Node(
         tmp_path / "donor",
         dataclasses.replace(
@@ -147,16 +147,27 @@ def test_a_checkpoint_reached_through_a_symlink_is_set_aside_not_trusted(
     donor_preparer = donor.started()
     ref = donor.claims.add(claim(new_uid(), "c1"))
     assert donor_preparer.prepare([ref])[ref.uid].error == ""
-    target = donor.paths.plugin_dir / "checkpoint.json"
+    target = donor.paths.plugin_dir / "checkpoint" / f"{ref.uid}.json"
     before = target.read_bytes()
-    link = node.paths.plugin_dir / "checkpoint.json"
+    link = node.paths.plugin_dir / "checkpoint" / f"{ref.uid}.json"
     link.parent.mkdir(parents=True)
     link.symlink_to(target)
     preparer = node.started()
     assert preparer.prepared == {}
     assert not link.is_symlink()
-    assert [p.is_symlink() for p in link.parent.glob("checkpoint.json.corrupt-*")] == [True]
+    assert [p.is_symlink() for p in link.parent.glob(f"{ref.uid}.json.corrupt-*")] == [True]
     assert target.read_bytes() == before
+
+
+def test_a_checkpoint_directory_that_is_a_symlink_is_refused(tmp_path: Path, node: Node) -> None:
+    """A link planted where the checkpoint directory belongs is never written through."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    node.paths.plugin_dir.mkdir(parents=True)
+    (node.paths.plugin_dir / "checkpoint").symlink_to(elsewhere)
+    with pytest.raises(OSError, match="symlink"):
+        node.started()
+    assert list(elsewhere.iterdir()) == []
 
 
 def test_a_fifo_at_the_checkpoint_path_is_set_aside_without_hanging_start(node: Node) -> None:

@@ -1,0 +1,126 @@
+"""What the kubelet plugin checkpoints of a prepared claim: the answer it gave, and why.
+
+A :class:`ClaimEntry` holds the devices the kubelet was told, the claim's CDI spec (so a spec
+that vanished is rewritten byte for byte) and what the API server said of the claim (for the
+node monitor). :mod:`dra_driver.kubeletplugin.checkpoint` stores one entry per file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any
+
+
+class ClaimState(enum.StrEnum):
+    """How far preparing a claim got."""
+
+    PREPARE_STARTED = "PrepareStarted"
+    PREPARE_COMPLETED = "PrepareCompleted"
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedDevice:
+    """One device of the answer to NodePrepareResources."""
+
+    request_names: tuple[str, ...]
+    pool_name: str
+    device_name: str
+    cdi_device_ids: tuple[str, ...]
+    share_id: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class ShareCard:
+    """A claim's total share of one card."""
+
+    uuid: str
+    cores: int
+    memory_bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ShareInfo:
+    """What the node monitor and the usage metrics know of a claim, from the API server.
+
+    Never from the claim's containers: they write their own regions and environment, and
+    could claim a higher priority or another card there.
+    """
+
+    backend: str
+    isolation: str
+    priority: str
+    pods: tuple[str, ...]
+    """The pods the claim was reserved for when it was prepared."""
+    cards: tuple[ShareCard, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """Serialise for the checkpoint file."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> ShareInfo:
+        """Read back what :meth:`to_json` wrote."""
+        return cls(
+            backend=str(document["backend"]),
+            isolation=str(document["isolation"]),
+            priority=str(document["priority"]),
+            pods=tuple(str(pod) for pod in document.get("pods") or ()),
+            cards=tuple(
+                ShareCard(str(c["uuid"]), int(c["cores"]), int(c["memory_bytes"]))
+                for c in document.get("cards") or ()
+            ),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimEntry:
+    """The checkpointed state of one claim."""
+
+    uid: str
+    namespace: str
+    name: str
+    state: ClaimState
+    spec_file: str
+    devices: tuple[PreparedDevice, ...] = ()
+    spec: dict[str, Any] | None = None
+    share: ShareInfo | None = None
+    """Absent in entries written before it existed (read back as ``None``)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """Serialise for the checkpoint file (shares ``spec``: dump it, do not change it)."""
+        # Not dataclasses.asdict: it deep-copies the spec, the bulk of every entry.
+        return {
+            "uid": self.uid,
+            "namespace": self.namespace,
+            "name": self.name,
+            "state": str(self.state),
+            "spec_file": self.spec_file,
+            "devices": [dataclasses.asdict(device) for device in self.devices],
+            "spec": self.spec,
+            **({"share": self.share.to_json()} if self.share is not None else {}),
+        }
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> ClaimEntry:
+        """Read back what :meth:`to_json` wrote."""
+        devices = tuple(
+            PreparedDevice(
+                request_names=tuple(d["request_names"]),
+                pool_name=d["pool_name"],
+                device_name=d["device_name"],
+                cdi_device_ids=tuple(d["cdi_device_ids"]),
+                share_id=d.get("share_id"),
+            )
+            for d in document.get("devices") or []
+        )
+        return cls(
+            uid=document["uid"],
+            namespace=document["namespace"],
+            name=document["name"],
+            state=ClaimState(document["state"]),
+            spec_file=document["spec_file"],
+            devices=devices,
+            spec=document.get("spec"),
+            share=ShareInfo.from_json(document["share"]) if document.get("share") else None,
+        )
