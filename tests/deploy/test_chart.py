@@ -184,6 +184,7 @@ FREE_FORM = {
     "issuerRef",
     "imagePullSecrets",
     "excludeNamespaces",
+    "podSecurityContext",
 }
 
 

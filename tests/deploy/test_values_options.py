@@ -17,11 +17,15 @@ from deploy.chartkit import (
     RELEASE,
     HelmError,
     Rendered,
+    containers,
     deep_merge,
+    env_of,
     render,
     run_helm,
     validate,
 )
+
+from dra_driver.cli.main import build_parser
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 INSTALLER_ON = {"hamiCore": {"installer": {"enabled": True}}}
@@ -136,3 +140,164 @@ def test_global_values_of_a_parent_chart_are_accepted(helm: Path) -> None:
     r = render(helm, {"global": {"storageClass": "fast", "imageRegistry": ""}})
     assert set(images(r).values()) == {"gpushare-dra-driver:0.1.0"}
     kubernetes_validate.validate(r.one("Deployment"), KUBE_VERSIONS[-1], strict=True)
+
+
+# -- extra arguments and environment -----------------------------------------------------------
+
+EXTRA_ENV = [
+    {"name": "HTTPS_PROXY", "value": "http://proxy.example.com:3128"},
+    {"name": "HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
+]
+
+
+@pytest.mark.parametrize(
+    ("component", "kind", "name", "subcommand"),
+    [
+        ("controller", "Deployment", "gpushare-controller", "controller"),
+        ("kubeletPlugin", "DaemonSet", "gpushare-kubelet-plugin", "kubelet-plugin"),
+    ],
+)
+def test_extra_args_and_env_reach_the_component(
+    helm: Path, component: str, kind: str, name: str, subcommand: str
+) -> None:
+    """extraArgs follow the subcommand and parse; extraEnv entries come after the chart's."""
+    values = {component: {"extraArgs": ["--log-level=debug"], "extraEnv": EXTRA_ENV}}
+    r = render(helm, values)
+    (container,) = containers(r.one(kind, name))
+    assert container["args"] == [subcommand, "--log-level=debug"]
+    parsed = build_parser().parse_args(container["args"])
+    assert (parsed.command, parsed.log_level) == (subcommand, "debug")
+    assert container["env"][-2:] == EXTRA_ENV
+    assert env_of(container)["LOG_LEVEL"] == "info"  # the chart's own stay; the flag wins
+    others = [
+        w for w in r.of_kind("Deployment") + r.of_kind("DaemonSet") if w is not r.one(kind, name)
+    ]
+    assert others
+    for other in others:  # per component, not global
+        assert "HTTPS_PROXY" not in env_of(containers(other)[0])
+    validates_everywhere(r)
+
+
+@pytest.mark.parametrize(
+    ("values", "where"),
+    [
+        ({"controller": {"extraArgs": "--log-level=debug"}}, "/controller/extraArgs"),
+        ({"kubeletPlugin": {"extraArgs": [3]}}, "/kubeletPlugin/extraArgs/0"),
+        ({"controller": {"extraEnv": [{"value": "x"}]}}, "/controller/extraEnv/0"),
+        ({"kubeletPlugin": {"extraEnv": [{"name": "A=B"}]}}, "/kubeletPlugin/extraEnv/0/name"),
+        ({"webhook": {"extraArgs": []}}, "/webhook"),
+    ],
+    ids=lambda v: json.dumps(v, separators=(",", ":")) if isinstance(v, dict) else v,
+)
+def test_schema_refuses_malformed_extras(helm: Path, values: dict[str, Any], where: str) -> None:
+    """Extras are lists of strings and of named env vars; the webhook (no workload) has none."""
+    message = refused(helm, values)
+    assert "values don't meet the specifications of the schema" in message
+    assert f"at '{where}" in message
+
+
+# -- pod security contexts ---------------------------------------------------------------------
+
+
+def test_pod_security_contexts_default_and_merge(helm: Path) -> None:
+    """The controller defaults to the non-root user; overrides merge, null drops a key."""
+    default = render(helm)
+    controller = default.one("Deployment")["spec"]["template"]["spec"]
+    assert controller["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 10001,
+        "runAsGroup": 10001,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert "securityContext" not in default.one("DaemonSet")["spec"]["template"]["spec"]
+    r = render(
+        helm,
+        {
+            "controller": {"podSecurityContext": {"fsGroup": 2000, "runAsGroup": None}},
+            "kubeletPlugin": {"podSecurityContext": {"seccompProfile": {"type": "Unconfined"}}},
+        },
+    )
+    controller = r.one("Deployment")["spec"]["template"]["spec"]["securityContext"]
+    assert controller == {
+        "runAsNonRoot": True,
+        "runAsUser": 10001,
+        "fsGroup": 2000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    plugin = r.one("DaemonSet")["spec"]["template"]["spec"]
+    assert plugin["securityContext"] == {"seccompProfile": {"type": "Unconfined"}}
+    assert plugin["containers"][0]["securityContext"]["privileged"] is True  # unchanged
+    validates_everywhere(r)
+
+
+# -- service accounts --------------------------------------------------------------------------
+
+
+def subjects(r: Rendered) -> set[str]:
+    bindings = r.of_kind("ClusterRoleBinding") + r.of_kind("RoleBinding")
+    return {s["name"] for b in bindings for s in b["subjects"]}
+
+
+def test_existing_service_accounts_get_the_chart_rbac(helm: Path) -> None:
+    """create=false: no account is created, the pods, bindings and VAP use the named one."""
+    r = render(
+        helm,
+        {
+            "controller": {"serviceAccount": {"create": False, "name": "ops-controller"}},
+            "kubeletPlugin": {"serviceAccount": {"create": False, "name": "ops-plugin"}},
+        },
+    )
+    assert "ops-controller" not in r.names("ServiceAccount")
+    assert "ops-plugin" not in r.names("ServiceAccount")
+    assert {"ops-controller", "ops-plugin"} <= subjects(r)
+    assert not {"gpushare-controller", "gpushare-kubelet-plugin"} & subjects(r)
+    accounts = {name: pod["serviceAccountName"] for name, pod in pod_templates(r)}
+    assert accounts["gpushare-controller"] == "ops-controller"
+    assert accounts["gpushare-kubelet-plugin"] == "ops-plugin"
+    (condition,) = r.one("ValidatingAdmissionPolicy")["spec"]["matchConditions"]
+    assert condition["expression"].endswith(f':{NAMESPACE}:ops-plugin"')
+    validates_everywhere(r)
+
+
+def test_created_service_accounts_take_a_name_and_annotations(helm: Path) -> None:
+    """create=true with a name and annotations: that account, annotated, bound and used."""
+    annotations = {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/gpushare"}
+    r = render(
+        helm, {"controller": {"serviceAccount": {"name": "gpu-ctl", "annotations": annotations}}}
+    )
+    account = r.one("ServiceAccount", "gpu-ctl")
+    assert account["metadata"]["annotations"] == annotations
+    assert "annotations" not in r.one("ServiceAccount", "gpushare-kubelet-plugin")["metadata"]
+    assert "gpu-ctl" in subjects(r)
+    assert r.one("Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "gpu-ctl"
+
+
+@pytest.mark.parametrize("component", ["controller", "kubeletPlugin"])
+def test_an_existing_service_account_must_be_named(helm: Path, component: str) -> None:
+    """create=false without a name would bind the driver's RBAC to nothing: refused."""
+    message = refused(helm, {component: {"serviceAccount": {"create": False}}})
+    assert f"{component}.serviceAccount.name is needed" in message
+
+
+@pytest.mark.parametrize(
+    ("values", "where"),
+    [
+        (
+            {"controller": {"serviceAccount": {"name": "Bad_Name"}}},
+            "/controller/serviceAccount/name",
+        ),
+        (
+            {"kubeletPlugin": {"serviceAccount": {"create": "no"}}},
+            "/kubeletPlugin/serviceAccount/create",
+        ),
+        ({"controller": {"serviceAccount": {"automount": True}}}, "/controller/serviceAccount"),
+    ],
+    ids=lambda v: json.dumps(v, separators=(",", ":")) if isinstance(v, dict) else v,
+)
+def test_schema_refuses_malformed_service_accounts(
+    helm: Path, values: dict[str, Any], where: str
+) -> None:
+    """A name that is no DNS subdomain, a non-boolean create, an unknown key: refused."""
+    message = refused(helm, values)
+    assert "values don't meet the specifications of the schema" in message
+    assert f"at '{where}" in message

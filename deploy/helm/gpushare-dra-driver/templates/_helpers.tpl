@@ -65,6 +65,28 @@ Arguments: dict "image" <the image's values> "global" .Values.global "tag" <defa
 {{- end }}
 {{- end }}
 
+{{/*
+The ServiceAccount a component runs as: `<component>.serviceAccount.name`, else the chart's
+own name for it; an existing account (create: false) must be named.
+Arguments: dict "ctx" $ "key" "controller"|"kubeletPlugin" "default" <chart's name>.
+*/}}
+{{- define "gpushare.serviceAccountName" -}}
+{{- $sa := index .ctx.Values .key "serviceAccount" }}
+{{- if $sa.name }}
+{{- $sa.name }}
+{{- else if $sa.create }}
+{{- .default }}
+{{- else }}
+{{- fail (printf "%s.serviceAccount.name is needed when %s.serviceAccount.create is false: name the existing ServiceAccount the chart binds its RBAC to" .key .key) }}
+{{- end }}
+{{- end }}
+{{- define "gpushare.controller.serviceAccount" -}}
+{{- include "gpushare.serviceAccountName" (dict "ctx" . "key" "controller" "default" (include "gpushare.controller.name" .)) }}
+{{- end }}
+{{- define "gpushare.plugin.serviceAccount" -}}
+{{- include "gpushare.serviceAccountName" (dict "ctx" . "key" "kubeletPlugin" "default" (include "gpushare.plugin.name" .)) }}
+{{- end }}
+
 {{/* The image of the driver's components; the tag defaults to the chart's appVersion. */}}
 {{- define "gpushare.image" -}}
 {{- include "gpushare.imageRef" (dict "image" .Values.image "global" .Values.global "tag" .Chart.AppVersion) }}
