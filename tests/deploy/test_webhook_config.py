@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import datetime
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,8 +12,19 @@ from typing import Any
 import cel
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
-from deploy.chartkit import CHART, NAMESPACE, Rendered, containers, env_of, render
+from deploy.chartkit import (
+    CHART,
+    KUBE_VERSIONS,
+    NAMESPACE,
+    HelmError,
+    Rendered,
+    containers,
+    env_of,
+    render,
+    validate,
+)
 from webhook import kit
 
 from dra_driver.webhook.admission import Admission
@@ -307,3 +320,114 @@ def test_pod_match_condition_sends_exactly_the_pods_with_claims(
 def test_claim_webhook_has_no_match_condition(rendered: Callable[[str], Rendered]) -> None:
     """Claims go to the validating webhook whatever their class names (values.yaml says why)."""
     assert "matchConditions" not in webhook(rendered("defaults"), "ValidatingWebhookConfiguration")
+
+
+# -- a certificate of the operator's own (webhook.tls) -----------------------------------------
+
+CONFIGS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+
+
+def own_ca_pem() -> str:
+    """Return a fresh self-signed CA certificate in PEM, as an operator's PKI hands it out."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, "operator CA")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM).decode()
+
+
+def test_existing_secret_with_a_ca_bundle(helm: Path) -> None:
+    """The chart mounts the operator's Secret, creates no certificate, and trusts the given CA."""
+    pem = own_ca_pem()
+    r = render(
+        helm,
+        {
+            "webhook": {"tls": {"existingSecret": "webhook-cert", "caBundle": pem}},
+            "metrics": {"serviceMonitor": {"enabled": True}},
+        },
+    )
+    assert not {"Secret", "Certificate", "Issuer"} & {o["kind"] for o in r.objects}
+    assert mounted_secret(r) == "webhook-cert"
+    for kind in CONFIGS:
+        assert base64.b64decode(webhook(r, kind)["clientConfig"]["caBundle"]).decode() == pem
+        assert "annotations" not in r.one(kind)["metadata"]
+    endpoints = {e["port"]: e for e in r.one("ServiceMonitor")["spec"]["endpoints"]}
+    ca = endpoints["webhook-metrics"]["tlsConfig"]["ca"]["secret"]
+    assert ca == {"name": "webhook-cert", "key": "ca.crt"}
+    for obj in r.objects:
+        if obj["kind"] != "ServiceMonitor":
+            for version in KUBE_VERSIONS:
+                validate(obj, version)
+
+
+def test_existing_secret_with_cert_manager_ca_injection(helm: Path) -> None:
+    """injectCAFromSecret: cert-manager's injector copies the Secret's ca.crt; no caBundle."""
+    r = render(
+        helm, {"webhook": {"tls": {"existingSecret": "webhook-cert", "injectCAFromSecret": True}}}
+    )
+    assert not {"Secret", "Certificate", "Issuer"} & {o["kind"] for o in r.objects}
+    assert mounted_secret(r) == "webhook-cert"
+    for kind in CONFIGS:
+        assert r.one(kind)["metadata"]["annotations"] == {
+            "cert-manager.io/inject-ca-from-secret": f"{NAMESPACE}/webhook-cert"
+        }
+        assert "caBundle" not in webhook(r, kind)["clientConfig"]
+        for version in KUBE_VERSIONS:
+            validate(r.one(kind), version)
+
+
+@pytest.mark.parametrize(
+    ("tls", "message"),
+    [
+        ({"existingSecret": "webhook-cert"}, "webhook.tls.existingSecret needs the CA"),
+        (
+            {"existingSecret": "webhook-cert", "caBundle": "PEM", "injectCAFromSecret": True},
+            "give caBundle or injectCAFromSecret=true, not both",
+        ),
+        ({"caBundle": "PEM"}, "apply only with webhook.tls.existingSecret"),
+        ({"injectCAFromSecret": True}, "apply only with webhook.tls.existingSecret"),
+        (
+            {"existingSecret": "webhook-cert", "caBundle": "PEM", "certManager": True},
+            "webhook.tls.existingSecret and webhook.certManager.enabled exclude each other",
+        ),
+    ],
+    ids=["no-ca", "both-cas", "ca-alone", "injection-alone", "and-cert-manager"],
+)
+def test_inconsistent_tls_values_are_refused(helm: Path, tls: dict[str, Any], message: str) -> None:
+    """A Secret without a CA to trust, or CA settings that would be ignored, fail the render."""
+    tls = dict(tls)
+    webhook_values: dict[str, Any] = {
+        "certManager": {"enabled": bool(tls.pop("certManager", False))}
+    }
+    if tls.get("caBundle") == "PEM":
+        tls["caBundle"] = own_ca_pem()
+    webhook_values["tls"] = tls
+    with pytest.raises(HelmError, match=re.escape(message)):
+        render(helm, {"webhook": webhook_values})
+
+
+@pytest.mark.parametrize(
+    "tls",
+    [
+        {"existingSecret": "webhook-cert", "caBundle": "LS0tLS1CRUdJTi=="},
+        {"existingSecret": "Webhook_Cert", "injectCAFromSecret": True},
+        {"existingSecret": "webhook-cert", "injectCAFromSecret": "yes"},
+    ],
+    ids=["base64-not-pem", "bad-secret-name", "non-boolean"],
+)
+def test_schema_refuses_malformed_tls_values(helm: Path, tls: dict[str, Any]) -> None:
+    """caBundle must be PEM (the chart encodes it), the Secret name a DNS subdomain."""
+    with pytest.raises(HelmError) as failure:
+        render(helm, {"webhook": {"tls": tls}})
+    assert "values don't meet the specifications of the schema" in str(failure.value)
+    assert "at '/webhook/tls/" in str(failure.value)

@@ -45,7 +45,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "gpushare.controller.name" -}}{{ include "gpushare.fullname" . }}-controller{{- end }}
 {{- define "gpushare.plugin.name" -}}{{ include "gpushare.fullname" . }}-kubelet-plugin{{- end }}
 {{- define "gpushare.webhook.name" -}}{{ include "gpushare.fullname" . }}-webhook{{- end }}
-{{- define "gpushare.webhook.secret" -}}{{ include "gpushare.fullname" . }}-webhook-tls{{- end }}
+{{- define "gpushare.webhook.secret" -}}{{ .Values.webhook.tls.existingSecret | default (printf "%s-webhook-tls" (include "gpushare.fullname" .)) }}{{- end }}
 {{- define "gpushare.installer.name" -}}{{ include "gpushare.fullname" . }}-hami-core-installer{{- end }}
 
 {{/*
