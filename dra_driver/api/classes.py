@@ -1,4 +1,4 @@
-"""The DeviceClasses the chart installs (DESIGN.md §4), as objects for tools and tests.
+"""The DeviceClasses the chart installs (docs/resource-model.md), as objects for tools and tests.
 
 The Helm chart renders the same classes from its own templates; a chart test compares them
 with these, so ``plan`` and ``simulate`` use exactly what a cluster gets.

@@ -140,7 +140,10 @@ def check_cdi_device_name(name: object) -> str:
 
 
 def cdi_device_name(claim_uid: str, device: str, share_id: str | None) -> str:
-    """Return ``<claimUID>-<device>[-<shareID>]``, the per-claim CDI device name (DESIGN §6)."""
+    """Return ``<claimUID>-<device>[-<shareID>]``, the per-claim CDI device name.
+
+    docs/enforcement.md describes the spec these names appear in.
+    """
     parts = [check_claim_uid(claim_uid), check_device_name(device)]
     if share_id is not None:
         parts.append(check_share_id(share_id))

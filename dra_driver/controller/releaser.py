@@ -1,11 +1,12 @@
 """The release loop: a claim this controller allocated gives its capacity back when done.
 
-kube-controller-manager only deallocates claims that carry kube-scheduler's finalizer
-(dra-api.md §4.2), so ours are ours to release: when nothing reserves the claim any more and
-no pod that may still run refers to it, or when it is being deleted. That covers committed
-claims (our finalizer) and tentative ones (allocated by us, no finalizer yet) whose pod went
-away before its second pass. Level-triggered: every pass reads the claim as it is now, so a
-crash between the two writes of a release is repaired by the next pass.
+kube-controller-manager only deallocates claims that carry kube-scheduler's own finalizer
+(``resource.kubernetes.io/delete-protection``), so ours are ours to release: when nothing
+reserves the claim any more and no pod that may still run refers to it, or when it is being
+deleted. That covers committed claims (our finalizer) and tentative ones (allocated by us, no
+finalizer yet) whose pod went away before its second pass. Level-triggered: every pass reads
+the claim as it is now, so a crash between the two writes of a release is repaired by the next
+pass.
 """
 
 from __future__ import annotations

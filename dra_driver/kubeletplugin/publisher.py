@@ -1,4 +1,4 @@
-"""Keeps the node's ResourceSlices equal to the cards it is given (dra-api.md §7).
+"""Keeps the node's ResourceSlices equal to the cards it is given, by the pool rules below.
 
 One pool per node, named after the node. A change confined to one slice is written in place;
 adding or removing slices, or changing more than one, bumps the pool generation and rewrites
@@ -71,7 +71,8 @@ class SlicePublisher:
 
     ``publish`` may be called any time, from any thread; the latest cards win. Writes happen on
     one worker thread, which retries API errors with backoff. ``stop`` leaves the slices in
-    place: the kubelet removes them once the driver is gone (dra-api.md §5.5).
+    place: the kubelet deletes a node's slices of a driver itself, about 30 s after the last
+    plugin of that driver on the node disconnected, and all of the node's slices when it starts.
     """
 
     def __init__(

@@ -1,7 +1,10 @@
 """What a node's ResourceSlices should contain, and the writes that get them there.
 
-One shareable device per healthy card (DESIGN.md §4), and :func:`plan_sync`, which applies the
-pool generation rules of dra-api.md §7. Pure functions, no I/O: the
+One shareable device per healthy card (docs/resource-model.md lists its attributes and
+capacities), and :func:`plan_sync`, which applies Kubernetes' pool rules: consumers use only a
+pool's slices at its highest generation, and ``resourceSliceCount`` says how many there are at
+that generation, so a change to one slice may be made in place while any other change needs a
+new generation written on every slice. Pure functions, no I/O: the
 :class:`~dra_driver.kubeletplugin.publisher.SlicePublisher` reads and writes. Every value is
 written in the canonical form the API server stores (``80Gi``, ``100``), so comparing what we
 want with what is stored needs no parsing.
@@ -330,7 +333,7 @@ class SyncPlan:
 def plan_sync(
     actual: Sequence[Object], desired: Sequence[Object], pool_name: str, last_generation: int
 ) -> SyncPlan:
-    """Decide the writes (dra-api.md §7); ``last_generation`` is the highest we wrote.
+    """Decide the writes by the pool rules above; ``last_generation`` is the highest we wrote.
 
     Slices of older generations or other pools are deleted first. If the slice count is
     unchanged and at most one slice differs, that one is updated in place; otherwise the

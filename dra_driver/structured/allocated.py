@@ -3,7 +3,7 @@
 Built, as the scheduler's ``GatherAllocatedState`` does, from every allocated claim whoever
 allocated it: a result without a shareID makes its device exclusively used, one with a shareID
 adds a share whose ``consumedCapacity`` is summed per device, and adminAccess results count for
-nothing (dra-api.md §3.1). Whether a result is a share is decided by its shareID alone, as in the
+nothing. Whether a result is a share is decided by its shareID alone, as in the
 scheduler: a device the scheduler treats as non-shareable is allocated without one.
 
 It can be kept up to date incrementally; each share is remembered, so removal is exact.

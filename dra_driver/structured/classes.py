@@ -1,9 +1,10 @@
 """Which driver a DeviceClass belongs to, and whether a claim asks for one of its classes.
 
 A class belongs to a driver when one of its selectors can only match that driver's devices:
-a top-level ``&&`` term ``device.driver == "<name>"``. That is how every chart writes its
-classes (dra-api.md §2.2). A class without such a term could match devices of several drivers,
-so no single driver may claim it: kube-scheduler allocates those.
+a top-level ``&&`` term ``device.driver == "<name>"``. That is how DRA drivers' charts write
+their classes (this driver's, the upstream example driver's and NVIDIA's). A class without
+such a term could match devices of several drivers, so no single driver may claim it:
+kube-scheduler allocates those.
 """
 
 from __future__ import annotations

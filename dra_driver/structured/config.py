@@ -1,6 +1,7 @@
 """Which opaque config entries of an allocation apply to one result, and what they say.
 
-An allocation copies every config that could matter (dra-api.md §2.4): the DeviceClass entries
+An allocation copies every config that could matter into ``status.allocation.devices.config``
+(at most 64 entries, each with its ``source``): the DeviceClass entries
 (``FromClass``, one list per allocated request) and the claim's own (``FromClaim``), for every
 driver. A driver picks its own by ``opaque.driver`` and by the ``requests`` filter, which may
 name the request (``gpu``) or a ``firstAvailable`` alternative (``gpu/small``). The kubelet
@@ -43,7 +44,8 @@ def configs_for(
     """Return ``(field path, parameters)`` of ``driver``'s entries for ``request``.
 
     Class entries come first, then the claim's, each source in its own order: that is the
-    merge order of DESIGN.md §4 (later entries win, field by field).
+    merge order of docs/resource-model.md: class configs before claim configs, and a later
+    entry wins over an earlier one, field by field.
     """
     chosen = []
     for index, config in enumerate(entries):

@@ -2,7 +2,11 @@
 
 Mirrors ``calculateConsumedCapacity``, ``roundUpRange``, ``roundUpValidValues`` and
 ``violatesPolicy`` of k8s.io/dynamic-resource-allocation
-``structured/internal/incubating/consumable_capacity.go`` (dra-api.md §3.1). Whether the share
+``structured/internal/incubating/consumable_capacity.go``: per capacity, no request and no
+policy consumes the whole value, no request with a policy its ``default``, a request with a
+``validRange`` is rounded up to ``min + n * step`` (to ``min`` when below it) and one with
+``validValues`` to the first value not below it; an amount over ``max``, off the step or
+naming a capacity the device lacks is refused. Whether the share
 still fits next to the shares already allocated is the allocated state's question
 (:meth:`dra_driver.structured.allocated.AllocatedState.fits`), as it is in the scheduler, where
 ``CmpRequestOverCapacity`` adds the two halves together.

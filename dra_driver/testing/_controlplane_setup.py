@@ -27,7 +27,8 @@ _CERT_DAYS: Final = "3"
 
 # (gate, first release in which it is GA and locked, or None). A locked gate cannot be turned
 # off and disappears a few releases later ("unrecognized feature gate"), so it is left out from
-# its locking release on: it is on anyway. Source: docs reference dra-api.md section 1.
+# its locking release on: it is on anyway. Source: each gate's version history in Kubernetes'
+# feature gate definitions (pkg/features); tests/README.md shows the resulting sets.
 _GATES: Final[tuple[tuple[str, tuple[int, int] | None], ...]] = (
     ("DynamicResourceAllocation", (1, 35)),  # GA 1.34, locked 1.35, removed 1.38
     ("DRAConsumableCapacity", None),  # alpha 1.34-1.35, beta (on) 1.36-1.37

@@ -44,7 +44,7 @@ def test_derived_names(attribute: str, default: str, custom: str):
 
 
 def test_default_driver_name():
-    """The default driver name is the one the design documents."""
+    """The default driver name is the one the README and docs/resource-model.md document."""
     assert DEFAULT_DRIVER_NAME == "gpushare.dra.dev"
 
 

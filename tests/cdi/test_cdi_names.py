@@ -176,7 +176,7 @@ def test_env_value_check_accepts_plain_values() -> None:
 
 
 def test_cdi_device_name_with_and_without_share() -> None:
-    """The device name is <claimUID>-<device>[-<shareID>] (DESIGN §6)."""
+    """The device name is <claimUID>-<device>[-<shareID>], as docs/enforcement.md spells it."""
     assert cdi_device_name(UID, "gpu-0", SHARE_1) == f"{UID}-gpu-0-{SHARE_1}"
     assert cdi_device_name(UID, "gpu-0", None) == f"{UID}-gpu-0"
 
@@ -219,7 +219,7 @@ def test_qualified_name_accepts_the_whole_cdi_alphabet() -> None:
 
 
 def test_spec_file_name_is_the_transient_spec_name() -> None:
-    """The spec file is <vendor>-<class>_<claimUID>.json, as DESIGN §6 spells it."""
+    """The spec file is <vendor>-<class>_<claimUID>.json, as docs/enforcement.md spells it."""
     assert spec_file_name(DEFAULT, UID) == f"k8s.gpushare.dra.dev-claim_{UID}.json"
     assert spec_file_name(CUSTOM, UID) == f"k8s.gpu.example.com-claim_{UID}.json"
 

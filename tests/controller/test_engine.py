@@ -50,7 +50,7 @@ def unplaceable(snapshot, claims, policy=BINPACK, the_pod=None, **kwargs) -> Unp
     return decision
 
 
-# -- DESIGN.md §2 scenarios ---------------------------------------------------------------
+# -- the acceptance scenarios of docs/scenarios.md ------------------------------------------
 
 
 def test_whole_card_without_capacity_request_consumes_everything():

@@ -121,7 +121,7 @@ def test_random_runs_never_overcommit_and_accounting_equals_a_rebuild(memories, 
 
 
 def consumption(share: dict[str, Any], total_memory: int) -> tuple[int, int]:
-    """Return what one share takes, by the rules of DESIGN.md §4 written out by hand."""
+    """Return what one share takes, by the rules of docs/resource-model.md written out by hand."""
     if share["isolation"] == "exclusive":
         return 100, total_memory
     cores = 100 if share["cores"] is None else share["cores"]

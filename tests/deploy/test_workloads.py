@@ -1,4 +1,4 @@
-"""The Deployment and DaemonSets configure the CLI with settings it has, as the design says."""
+"""The Deployment and DaemonSets configure the CLI with settings it has, through flags or env."""
 
 from __future__ import annotations
 

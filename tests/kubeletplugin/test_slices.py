@@ -55,7 +55,7 @@ def test_device_name_is_gpu_and_minor() -> None:
 
 
 def test_device_has_the_documented_attributes_and_capacities() -> None:
-    """One card becomes a shareable device with the attributes and capacities of DESIGN §4."""
+    """One card becomes a device with the attributes and capacities docs/resource-model.md lists."""
     device = card_device(card(0, pci_bus_id="0000:3b:00.0", numa_node=1), NAMES)
     assert device == {
         "name": "gpu-0",

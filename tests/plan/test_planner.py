@@ -50,10 +50,14 @@ def test_later_pods_see_the_capacity_earlier_ones_took() -> None:
         return {(spread[name].node, spread[name].shares[0].device) for name in names}
 
     # Offline work joins the cards that run online work: each batch pod beside one replica.
-    assert cards("batch-0", "batch-1") == cards("infer-0", "infer-1") == {
-        ("node-1", "gpu-0"),
-        ("node-2", "gpu-0"),
-    }
+    assert (
+        cards("batch-0", "batch-1")
+        == cards("infer-0", "infer-1")
+        == {
+            ("node-1", "gpu-0"),
+            ("node-2", "gpu-0"),
+        }
+    )
 
 
 def test_a_pod_bigger_than_any_card_never_fits_and_the_reason_names_memory() -> None:
@@ -69,7 +73,7 @@ def test_a_pod_bigger_than_any_card_never_fits_and_the_reason_names_memory() -> 
 
 
 def test_a_whole_card_leaves_no_room_for_a_share_on_a_one_card_node() -> None:
-    """DESIGN §2 scenario 1: a whole card takes all of it; a later share waits for it."""
+    """Scenario whole-card: a whole card takes all of it; a later share waits for it."""
     text = dump(
         template("whole"),
         template("share", cores="40", memory="5Gi"),
@@ -87,7 +91,7 @@ def test_a_whole_card_leaves_no_room_for_a_share_on_a_one_card_node() -> None:
 
 
 def test_two_shares_run_on_one_card_and_the_card_shows_their_sum() -> None:
-    """DESIGN §2 scenario 2: 5Gi/40 and 5Gi/30 share one card: 70/100 cores, 10Gi of 80Gi used."""
+    """Scenario sharing: 5Gi/40 and 5Gi/30 share one card: 70/100 cores, 10Gi of 80Gi used."""
     text = dump(
         template("a", cores="40", memory="5Gi"),
         template("b", cores="30", memory="5Gi"),

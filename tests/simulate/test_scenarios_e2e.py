@@ -8,9 +8,13 @@ GPUSHARE_E2E_BIN_DIR set, the same tests run against a real control plane.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from simulate.kit import NAMES
 
+from dra_driver.cli.simulate_settings import SCENARIO_NAMES
 from dra_driver.controller.settings import ControllerSettings
 from dra_driver.nvml.inventory import builtin_inventory
 from dra_driver.simulate import runner as runner_module
@@ -31,7 +35,6 @@ from dra_driver.simulate.scenarios import (
     Scenario,
     Step,
 )
-from dra_driver.cli.simulate_settings import SCENARIO_NAMES
 from dra_driver.simulate.stack import Stack
 
 GIB = 1024**3
@@ -65,10 +68,13 @@ def card(fact: PodFact) -> Card:
     return found
 
 
-def test_the_scenarios_are_the_six_of_the_design() -> None:
-    """The scenario names are DESIGN.md §2's six, in order, and the CLI offers exactly them."""
+def test_the_scenarios_are_the_six_of_the_docs() -> None:
+    """The scenario names are docs/scenarios.md's six, in order, and the CLI offers exactly them."""
     assert [s.name for s in SCENARIOS] == list(SCENARIO_NAMES)
     assert [s.manifest for s in SCENARIOS] == [f"{name}.yaml" for name in SCENARIO_NAMES]
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "scenarios.md").read_text()
+    headings = re.findall(r"^## (\S+)$", doc, re.MULTILINE)
+    assert headings == list(SCENARIO_NAMES)
 
 
 def test_whole_card(runner: Runner) -> None:

@@ -22,7 +22,10 @@ Object = dict[str, Any]
 
 
 def node_selector(node: str) -> Object:
-    """Return the allocation ``nodeSelector`` of node-local devices (dra-api.md §4.2)."""
+    """Return the allocation ``nodeSelector`` of node-local devices: the node, by name.
+
+    The form kube-scheduler writes for them, a ``matchFields`` term on ``metadata.name``.
+    """
     return {
         "nodeSelectorTerms": [
             {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}

@@ -1,9 +1,10 @@
 """What the allocation engine decides on: a consistent, read-only picture of the cluster.
 
 Built from raw API objects (as informers hold them) by pure code. Only this driver's
-node-local ResourceSlices at their pool's newest generation become devices (dra-api.md §2.1);
-every allocated claim, whoever allocated it, feeds the accounting, because kube-scheduler's
-allocations use the same cards (DESIGN.md §5).
+node-local ResourceSlices at their pool's newest generation become devices (consumers of a
+pool use only its slices of the highest generation); every allocated claim, whoever allocated
+it, feeds the accounting, because kube-scheduler allocates the same cards to pods that skip
+the controller (docs/resource-model.md, "How a claim gets its card").
 """
 
 from __future__ import annotations

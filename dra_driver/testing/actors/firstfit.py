@@ -2,8 +2,9 @@
 
 Pure: (node, claims, slices, classes, allocated state) -> allocations, or a reason. It stands in
 for the stock scheduler in tests of a cluster without our controller, so it follows the
-scheduler's rules (dra-api.md §3.1) rather than our placement policy: slices in name order,
-devices in list order, the first device that fits wins.
+scheduler's consumable-capacity rules (:mod:`dra_driver.structured.consumable`) rather than
+our placement policy: slices in name order, devices in list order, the first device that fits
+wins.
 
 Deliberately unsupported, refused with a reason instead of being guessed: CEL selectors other
 than ``device.driver == "<name>"`` (joined with ``&&``), and claim constraints. The

@@ -4,7 +4,8 @@
 - respects allocations someone else made (it only restricts the pod to their nodeSelector) and
   reserves them for the pod in PreBind, which on 1.36 also writes ``allocationTimestamp`` — so
   an external allocation without one is refused by the API server ("field is immutable") and
-  the pod stays Pending with a PreBind error event, exactly the failure DESIGN.md §5 records;
+  the pod stays Pending with a PreBind error event, as a real 1.36 control plane was seen to
+  do (which is why the controller writes ``allocationTimestamp`` itself);
 - allocates unallocated claims first-fit with consumable capacity (``firstfit``), adding the
   builtin finalizer, and binds the pod.
 """

@@ -1,7 +1,9 @@
 """Semantic validation of ResourceSlice and DeviceClass.
 
-The rules JSON schema cannot express, from pkg/apis/resource/validation (limits per release in
-docs/reference dra-api.md §2.7). ``minor`` is the emulated Kubernetes minor version.
+The rules JSON schema cannot express, from pkg/apis/resource/validation, with the limits of
+the API's v1 constants as each release has them (from 1.35: 64 devices in a slice where one has
+taints, 16 taints per device, 8 counter sets per slice). ``minor`` is the emulated Kubernetes
+minor version.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ On a stock 1.34/1.35 cluster ``allowMultipleAllocations``, ``requestPolicy``, ca
 ``shareID`` and ``consumedCapacity`` vanish on write (DRAConsumableCapacity is alpha, off), so a
 driver relying on them must notice; alpha fields of 1.36/1.37 vanish likewise. As in the real
 strategies, a field is kept on update when the stored object already uses a field of that gate.
-Defaults per release are from docs/reference dra-api.md §1; ``overrides`` turns gates on or off.
+Defaults per release follow each gate's history in Kubernetes' feature gate definitions
+(pkg/features): the first minor release in which it is on by default is in :data:`GATES`;
+``overrides`` turns gates on or off.
 """
 
 from __future__ import annotations
