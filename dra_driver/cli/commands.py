@@ -24,6 +24,7 @@ from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.kubeletplugin.settings import KubeletPluginSettings
 from dra_driver.logging import configure_logging
 from dra_driver.metrics.settings import ObservabilitySettings
+from dra_driver.ops.settings import CleanupSettings, StatusSettings
 from dra_driver.plan.errors import PlanInputError
 from dra_driver.plan.settings import PlanSettings
 from dra_driver.settings import CommonSettings, OutputSettings
@@ -175,6 +176,20 @@ def region(invocation: Invocation) -> int:
         return EXIT_USAGE
     print(report.render(decoded, settings.output))  # noqa: T201
     return 0
+
+
+def status(invocation: Invocation) -> int:
+    """Print the live view of cards and waiting pods; exit 2 for no cluster, 1 if the API fails."""
+    from dra_driver.ops import command as ops_command  # noqa: PLC0415 - see the module docstring
+
+    return ops_command.status(invocation.names, invocation.settings(StatusSettings))
+
+
+def cleanup(invocation: Invocation) -> int:
+    """Remove this driver's finalizers and gates after an uninstall; exit 1 if it cannot."""
+    from dra_driver.ops import command as ops_command  # noqa: PLC0415 - see the module docstring
+
+    return ops_command.cleanup(invocation.names, invocation.settings(CleanupSettings))
 
 
 def plan(invocation: Invocation) -> int:

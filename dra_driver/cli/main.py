@@ -21,6 +21,7 @@ from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.kubeletplugin.settings import KubeletPluginSettings
 from dra_driver.logging import bind, configure_logging
 from dra_driver.metrics.settings import ObservabilitySettings
+from dra_driver.ops.settings import CleanupSettings, StatusSettings
 from dra_driver.plan.settings import PlanSettings
 from dra_driver.settings import CommonSettings, OutputSettings
 from dra_driver.webhook.settings import WebhookSettings
@@ -97,6 +98,21 @@ COMMANDS: Final = (
         "show where workloads would land on an inventory or a live cluster (capacity planning)",
         (PlanSettings,),
         commands.plan,
+        TOOL_ENV_PREFIX,
+    ),
+    Command(
+        "status",
+        "show the cluster's cards: shares, cores and memory used and free, the pods on each, and "
+        "the pods waiting with the reason (read-only)",
+        (StatusSettings,),
+        commands.status,
+        TOOL_ENV_PREFIX,
+    ),
+    Command(
+        "cleanup",
+        "after an uninstall: remove this driver's finalizers from claims and gates from pods",
+        (CleanupSettings,),
+        commands.cleanup,
         TOOL_ENV_PREFIX,
     ),
     Command(
@@ -177,3 +193,11 @@ def _unknown(extra: Sequence[str], parser: argparse.ArgumentParser, command: str
         hint = f" (did you mean {close[0]}?)" if token.startswith("-") and close else ""
         problems.append(f"unrecognized argument {token}{hint}")
     return "; ".join(problems) + f"; see {PROG} {command} --help"
+
+
+def kubectl_plugin(argv: Sequence[str] | None = None) -> int:
+    """Run as ``kubectl gpushare [COMMAND ...]``: the same commands, ``status`` by default."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or (args[0].startswith("-") and args[0] not in ("-h", "--help", "--version")):
+        args = ["status", *args]
+    return main(args)

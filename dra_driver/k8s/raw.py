@@ -55,5 +55,8 @@ def get(api_client: client.ApiClient, path: str, **path_params: str) -> Object:
     return body
 
 
+JSON_PATCH = "application/json-patch+json"
+"""Content type for an RFC 6902 JSON patch: a list of operations, ``test`` among them."""
+
 MERGE_PATCH = "application/merge-patch+json"
 """Content type for an RFC 7386 merge patch: lists in the patch replace lists in the object."""

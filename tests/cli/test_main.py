@@ -15,7 +15,17 @@ from dra_driver import __version__
 from dra_driver.cli.flags import env_name
 from dra_driver.cli.main import COMMANDS, build_parser, main
 
-SUBCOMMANDS = ("controller", "kubelet-plugin", "webhook", "simulate", "plan", "region", "version")
+SUBCOMMANDS = (
+    "controller",
+    "kubelet-plugin",
+    "webhook",
+    "simulate",
+    "plan",
+    "status",
+    "cleanup",
+    "region",
+    "version",
+)
 
 
 def test_all_subcommands_exist() -> None:

@@ -1,0 +1,1 @@
+"""Operator commands against a live cluster: ``cleanup`` (uninstall) and ``status``."""

@@ -1,0 +1,95 @@
+"""Run ``cleanup`` and ``status`` against a cluster: the API calls, the output, the exit code."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Final
+
+from kubernetes import client
+
+from dra_driver.api import DriverNames
+from dra_driver.k8s import raw
+from dra_driver.k8s.client import ClientConfigError, new_api_client
+from dra_driver.k8s.errors import ApiError
+from dra_driver.k8s.settings import KubeClientSettings
+from dra_driver.ops.cleanup import Cleaner, CleanupError
+from dra_driver.ops.settings import CleanupSettings, StatusSettings
+from dra_driver.ops.status import cluster_status, render
+
+EXIT_FAILURE: Final = 1
+EXIT_USAGE: Final = 2
+
+
+def _items(listed: dict[str, object]) -> list[dict[str, object]]:
+    items = listed.get("items")
+    return list(items) if isinstance(items, list) else []
+
+
+def cleanup(names: DriverNames, settings: CleanupSettings) -> int:
+    """Wait for the driver's pods to go, then remove its finalizers and gates; print a report."""
+    out, err = sys.stdout, sys.stderr
+    if settings.wait_for_pods and not settings.namespace:
+        print("gpushare-dra cleanup: error: --wait-for-pods needs --namespace", file=err)
+        return EXIT_USAGE
+    try:
+        api_client = new_api_client(KubeClientSettings(kubeconfig=settings.kubeconfig), "cleanup")
+    except ClientConfigError as exc:
+        print(f"gpushare-dra cleanup: error: {exc}", file=err)
+        return EXIT_USAGE
+    with api_client:
+        cleaner = Cleaner(api_client, names)
+        try:
+            if settings.wait_for_pods and settings.namespace:
+                cleaner.wait_for_pods(
+                    settings.namespace, settings.wait_for_pods, settings.wait_timeout
+                )
+            report = cleaner.run(dry_run=settings.dry_run)
+        except CleanupError as exc:
+            print(f"gpushare-dra cleanup: error: {exc}", file=err)
+            return EXIT_FAILURE
+        except ApiError as exc:
+            print(f"gpushare-dra cleanup: error: the API server failed: {exc}", file=err)
+            return EXIT_FAILURE
+    if settings.output == "json":
+        print(json.dumps(report.to_json(), indent=2), file=out)
+    else:
+        print(report.text(names), file=out)
+    return 0
+
+
+def status(names: DriverNames, settings: StatusSettings) -> int:
+    """Print the cards, what holds them and the waiting pods; read-only."""
+    out, err = sys.stdout, sys.stderr
+    try:
+        api_client = new_api_client(KubeClientSettings(kubeconfig=settings.kubeconfig), "status")
+    except ClientConfigError as exc:
+        print(f"gpushare-dra status: error: {exc}", file=err)
+        return EXIT_USAGE
+    with api_client:
+        resource, core = client.ResourceV1Api(api_client), client.CoreV1Api(api_client)
+        try:
+            view = cluster_status(
+                names,
+                slices=_items(
+                    raw.call(
+                        resource.list_resource_slice, field_selector=f"spec.driver={names.driver}"
+                    )
+                ),
+                claims=_items(raw.call(resource.list_resource_claim_for_all_namespaces)),
+                # Only pods not on a node yet: the ones on a card are named by their claims.
+                pods=_items(
+                    raw.call(core.list_pod_for_all_namespaces, field_selector="spec.nodeName=")
+                ),
+                events=_items(
+                    raw.call(
+                        core.list_event_for_all_namespaces,
+                        field_selector="involvedObject.kind=Pod,type=Warning",
+                    )
+                ),
+            )
+        except ApiError as exc:
+            print(f"gpushare-dra status: error: the API server failed: {exc}", file=err)
+            return EXIT_FAILURE
+    print(render(view, settings.output), file=out)
+    return 0

@@ -1,0 +1,41 @@
+"""Settings of the operator commands (``gpushare-dra cleanup``, ``gpushare-dra status``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from dra_driver.settings import flag
+
+
+@dataclasses.dataclass(frozen=True)
+class CleanupSettings:
+    """Removing the driver's finalizers and scheduling gates after an uninstall."""
+
+    kubeconfig: str | None = flag(
+        None,
+        "kubeconfig of the cluster to clean up (default: the pod's service account)",
+        standard_env=True,
+    )
+    namespace: str | None = flag(
+        None, "namespace of --wait-for-pods (the release's namespace); required with it"
+    )
+    wait_for_pods: str | None = flag(
+        None,
+        "label selector of this driver's controller and plugin pods: wait until none is left "
+        "before changing anything, so nothing of ours can add a gate or finalizer again",
+    )
+    wait_timeout: float = flag(120.0, "seconds to wait for those pods before giving up (exit 1)")
+    dry_run: bool = flag(False, "say what would be changed; change nothing")
+    output: str = flag("text", "output format", choices=("text", "json"), short="-o")
+
+
+@dataclasses.dataclass(frozen=True)
+class StatusSettings:
+    """A read-only live view of the cluster's cards, shares and waiting pods."""
+
+    kubeconfig: str | None = flag(
+        None,
+        "kubeconfig of the cluster to read (default: the pod's service account)",
+        standard_env=True,
+    )
+    output: str = flag("table", "output format", choices=("table", "json"), short="-o")

@@ -1,0 +1,112 @@
+"""``gpushare-dra status``: each card's use and holders, and the waiting pods with reasons."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ops.builders import NAMES, claim, pod, seed_cards, share, whole
+
+from dra_driver.cli.main import kubectl_plugin, main
+from dra_driver.testing.apiserver import FakeApiServer
+
+SECOND_SHARE = "7d3f1c2a-0000-4000-8000-000000000002"
+
+
+@pytest.fixture
+def server() -> Iterator[FakeApiServer]:
+    """Serve qgpu-runbook's cards: two shares on node-2/gpu-0, gpu-1 whole, one waiting pod."""
+    with FakeApiServer() as running:
+        seed_cards(running)
+        allocated = {
+            "a": claim("a", results=[share("gpu-0", "30", "4Gi")], pods=("pa",)),
+            "b": claim("b", results=[share("gpu-0", "40", "2Gi", SECOND_SHARE)], pods=("pb",)),
+            "w": claim("w", results=[whole("gpu-1")], pods=("pw",)),
+        }
+        for name, wanted in allocated.items():
+            running.create(claim(name))
+            current = running.get("resourceclaims", "default", name)
+            assert current is not None
+            running.update_status({**current, "status": wanted["status"]})
+        running.create(claim("big"))
+        waiting = running.create(pod("waits", gates=(NAMES.scheduling_gate,), claim_name="big"))
+        running.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": "waits.1", "namespace": "default"},
+                "involvedObject": {
+                    "kind": "Pod",
+                    "namespace": "default",
+                    "name": "waits",
+                    "uid": waiting["metadata"]["uid"],
+                },
+                "type": "Warning",
+                "reason": "FailedAllocation",
+                "message": "no card has 20Gi free",
+                "lastTimestamp": "2026-11-26T00:00:00Z",
+            }
+        )
+        running.create(pod("elsewhere"))  # no claim, no gate: not ours to report
+        yield running
+        assert running.internal_errors == []
+
+
+def test_json_view_counts_shares_whole_cards_and_free_capacity(
+    server: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Shares add their consumed capacity; a whole-card result takes all; free is the rest."""
+    kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+    assert main(["status", "--kubeconfig", str(kubeconfig), "-o", "json"], environ={}) == 0
+    view = json.loads(capsys.readouterr().out)
+    cards = {(c["node"], c["device"]): c for c in view["cards"]}
+    assert sorted(cards) == [("node-1", "gpu-0"), ("node-2", "gpu-0"), ("node-2", "gpu-1")]
+    shared = cards["node-2", "gpu-0"]
+    assert shared["cores"] == {"capacity": "100", "used": "70", "free": "30"}
+    assert (shared["memory"]["used"], shared["product"]) == ("6Gi", "Tesla T4")
+    assert [(s["claim"], s["pods"], s["wholeCard"]) for s in shared["shares"]] == [
+        ("default/a", ["pa"], False),
+        ("default/b", ["pb"], False),
+    ]
+    taken = cards["node-2", "gpu-1"]
+    assert (taken["cores"]["free"], taken["memory"]["free"]) == ("0", "0")
+    assert cards["node-1", "gpu-0"]["shares"] == []
+    assert view["waiting"] == [
+        {"pod": "default/waits", "gated": True, "reason": "FailedAllocation: no card has 20Gi free"}
+    ]
+
+
+def test_table_names_holders_and_reasons_and_only_reads(
+    server: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The table shows each card's holders and each waiting pod's reason; nothing is written."""
+    server.reset_requests()
+    kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+    assert main(["status", "--kubeconfig", str(kubeconfig)], environ={}) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = "NODE CARD PRODUCT SHARES CORES USED/FREE MEMORY USED/FREE HELD BY"
+    assert lines[0].split() == header.split()
+    row = next(line for line in lines if line.startswith("node-2") and " gpu-1 " in line)
+    assert "pw (default/w, whole card)" in row
+    assert lines[-1].split(None, 2) == [
+        "default/waits",
+        "yes",
+        "FailedAllocation: no card has 20Gi free",
+    ]
+    assert {verb for verb, _ in server.requests} == {"list"}
+
+
+def test_kubectl_plugin_runs_status_by_default(
+    server: FakeApiServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`kubectl gpushare` alone is `status`, reading KUBECONFIG as kubectl does."""
+    monkeypatch.setenv("KUBECONFIG", str(server.write_kubeconfig(tmp_path / "kubeconfig")))
+    assert kubectl_plugin([]) == 0
+    assert capsys.readouterr().out.startswith("NODE")
+    assert kubectl_plugin(["-o", "json"]) == 0
+    assert "cards" in json.loads(capsys.readouterr().out)
