@@ -301,3 +301,52 @@ def test_schema_refuses_malformed_service_accounts(
     message = refused(helm, values)
     assert "values don't meet the specifications of the schema" in message
     assert f"at '{where}" in message
+
+
+# -- PodDisruptionBudget -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("budget", "expected"),
+    [
+        ({}, {"maxUnavailable": 1}),
+        ({"maxUnavailable": "50%"}, {"maxUnavailable": "50%"}),
+        ({"maxUnavailable": 2}, {"maxUnavailable": 2}),
+        ({"minAvailable": "50%"}, {"minAvailable": "50%"}),
+        ({"minAvailable": 1, "maxUnavailable": "25%"}, {"minAvailable": 1}),
+        ({"minAvailable": 0}, {"minAvailable": 0}),
+    ],
+    ids=["default", "max-percent", "max-int", "min-percent", "min-wins", "min-zero"],
+)
+def test_disruption_budget_takes_a_number_or_a_percentage(
+    helm: Path, budget: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    """maxUnavailable or (when set) minAvailable, an int or an "N%" string, as policy/v1 wants."""
+    r = render(helm, {"controller": {"podDisruptionBudget": budget}})
+    pdb = r.one("PodDisruptionBudget")
+    assert {k: v for k, v in pdb["spec"].items() if k != "selector"} == expected
+    for version in KUBE_VERSIONS:
+        validate(pdb, version)
+
+
+@pytest.mark.parametrize(
+    "budget",
+    [
+        {"maxUnavailable": 0},
+        {"maxUnavailable": "0%"},
+        {"maxUnavailable": "150%"},
+        {"maxUnavailable": "half"},
+        {"maxUnavailable": 1.5},
+        {"minAvailable": "-10%"},
+        {"minAvailable": -1},
+    ],
+    ids=lambda v: json.dumps(v, separators=(",", ":")),
+)
+def test_schema_refuses_budgets_that_are_no_number_or_percentage(
+    helm: Path, budget: dict[str, Any]
+) -> None:
+    """A budget blocking every drain (0), over 100%, or not a count is refused by the schema."""
+    message = refused(helm, {"controller": {"podDisruptionBudget": budget}})
+    assert "values don't meet the specifications of the schema" in message
+    (key,) = budget
+    assert f"at '/controller/podDisruptionBudget/{key}'" in message
