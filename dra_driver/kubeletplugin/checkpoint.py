@@ -14,8 +14,8 @@ Nothing here ever deletes what it cannot read as format 2:
 - a damaged entry is renamed to ``<uid>.json.corrupt-<time>`` and its claim is left alone
   (:attr:`Checkpoint.damaged`): its spec stays for its running container, and the kubelet's
   next prepare of it starts over;
-- a format-1 ``checkpoint.json`` (release 0.1.0) is migrated to one file per claim and kept
-  as ``checkpoint.json.migrated``.
+- a format-1 ``checkpoint.json`` (release 0.1.0) is migrated to one file per claim (added to
+  those already here) and kept as ``checkpoint.json.migrated``.
 """
 
 from __future__ import annotations
@@ -185,11 +185,10 @@ class Checkpoint:
                 f"checkpoint {self.legacy} is corrupt ({exc}); moved aside to {aside}"
             ) from exc
         completed = [e for e in legacy.values() if e.state is ClaimState.PREPARE_COMPLETED]
-        # While checkpoint.json exists it is the truth (it is renamed only once migrated), so
-        # entries it does not hold are stale: left by an earlier migration, then a rollback.
-        stale = [uid for uid in self._names() if uid not in legacy]
+        # Entries already here stay: a checkpoint.json that appears after a migration was
+        # written by a release-0.1.0 plugin still running beside this one (a rolling update
+        # overlaps them), which started it afresh with only the claims it prepared since.
         self._write(completed)
-        self._unlink(stale)
         migrated = self.legacy.with_name(f"{self.legacy.name}.migrated")
         self.legacy.rename(migrated)
         sync_directory_of(migrated)
@@ -199,13 +198,6 @@ class Checkpoint:
             rolled_back=len(legacy) - len(completed),
             kept_as=str(migrated),
         )
-
-    def _names(self) -> list[str]:
-        return [
-            match["uid"]
-            for path in self.directory.iterdir()
-            if (match := _ENTRY.fullmatch(path.name)) is not None and not match["corrupt"]
-        ]
 
     def put(self, *entries: ClaimEntry) -> None:
         """Record ``entries``: each file written and fsynced, then the directory once."""

@@ -277,17 +277,14 @@ def test_a_format_1_checkpoint_is_migrated_to_one_file_per_completed_claim(tmp_p
     assert (event["claims"], event["rolled_back"]) == (2, 1)
 
 
-def test_a_migration_cut_short_is_redone_and_drops_entries_the_old_file_lacks(
-    tmp_path: Path,
-) -> None:
-    """While checkpoint.json exists it is the truth: a rerun rewrites the entries from it."""
-    (tmp_path / "checkpoint").mkdir(mode=0o700)
-    # Left by an earlier migration, after which a rollback unprepared UID_B.
-    Checkpoint(tmp_path).put(completed(UID_B))
-    (tmp_path / "checkpoint.json").write_bytes(format_1([completed(UID_A)]))
+def test_a_checkpoint_json_written_beside_format_2_is_merged_in(tmp_path: Path) -> None:
+    """An 0.1.0 plugin still running in a rolling update restarts checkpoint.json: merge it."""
+    Checkpoint(tmp_path).put(completed(UID_B))  # migrated or prepared by this release
+    (tmp_path / "checkpoint.json").write_bytes(format_1([completed(UID_A), started(UID_C)]))
     with capture_logs():
-        assert reloaded(tmp_path) == {UID_A: completed(UID_A)}
-    assert sorted(files(tmp_path)) == [f"{UID_A}.json"]
+        assert reloaded(tmp_path) == {UID_A: completed(UID_A), UID_B: completed(UID_B)}
+    assert sorted(files(tmp_path)) == sorted([f"{UID_A}.json", f"{UID_B}.json"])
+    assert not (tmp_path / "checkpoint.json").exists()
 
 
 @pytest.mark.parametrize("version", [2, 7, "1"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import shutil
 import stat
@@ -595,3 +596,26 @@ def test_the_checkpoint_records_what_the_api_said_of_the_claim(node: Node) -> No
     assert share is not None
     assert (share.backend, share.priority, share.pods) == ("hami-core", "offline", ("p",))
     assert [(card.uuid, card.cores) for card in share.cards] == [(CARDS[0].uuid, 30)]
+
+
+def test_an_upgrade_from_0_1_0_keeps_every_prepared_claim_and_its_spec(node: Node) -> None:
+    """A node whose checkpoint is 0.1.0's checkpoint.json keeps its claims across the upgrade."""
+    preparer = node.started()
+    refs = [node.claims.add(claim(new_uid(), f"c{i}")) for i in range(3)]
+    answers = preparer.prepare(refs)
+    specs = {ref.uid: node.spec_path(ref.uid).read_bytes() for ref in refs}
+    # Turn the node into what release 0.1.0 left: one format-1 file, no checkpoint directory.
+    claims = {uid: entry.to_json() for uid, entry in node.checkpoint().items()}
+    canonical = json.dumps(claims, sort_keys=True, separators=(",", ":"))
+    document = {"checksum": hashlib.sha256(canonical.encode()).hexdigest(), "claims": claims}
+    shutil.rmtree(node.paths.plugin_dir / "checkpoint")
+    (node.paths.plugin_dir / "checkpoint.json").write_text(json.dumps({**document, "version": 1}))
+    reads = len(node.claims.reads)
+    with capture_logs() as logs:
+        upgraded = node.started()
+    assert [e["claims"] for e in logs if e["event"] == "checkpoint.migrated"] == [3]
+    assert {ref.uid: node.spec_path(ref.uid).read_bytes() for ref in refs} == specs
+    # The kubelet's prepare after the restart is answered from the checkpoint, as before.
+    assert upgraded.prepare(refs) == answers
+    assert len(node.claims.reads) == reads
+    assert (node.paths.plugin_dir / "checkpoint.json.migrated").exists()
