@@ -96,7 +96,7 @@ def test_the_check_sees_the_repository_and_recognises_each_outside_name() -> Non
 
 
 def test_no_tracked_file_refers_to_notes_or_paths_outside_the_repository() -> None:
-    """No tracked text file mentions the outside design notes, reference pages or ../shared."""
+    """No tracked text file mentions the outside design notes, reference pages or shared dir."""
     found = [hit for path in tracked_files() for hit in outside_references(path)]
     assert not found, "references to files outside the repository:\n" + "\n".join(found)
 
