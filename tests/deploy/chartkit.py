@@ -32,6 +32,14 @@ DEFAULT_DRIVER = "gpushare.dra.dev"
 # The Kubernetes releases the driver supports; every rendered object must validate in each.
 KUBE_VERSIONS = ("1.34.0", "1.35.0", "1.36.0", "1.37.0")
 
+# The node labels the kubelet plugin's default affinity accepts, one ORed term each.
+GPU_NODE_LABELS = (
+    "nvidia.com/gpu.present",  # NVIDIA GPU feature discovery
+    "feature.node.kubernetes.io/pci-10de.present",  # NFD, vendor only
+    "feature.node.kubernetes.io/pci-0302_10de.present",  # NFD default: 3D controller, NVIDIA
+    "feature.node.kubernetes.io/pci-0300_10de.present",  # NFD default: VGA controller, NVIDIA
+)
+
 # Custom-resource kinds kubernetes-validate has no schema for; only these are not validated.
 CRD_KINDS = frozenset(
     {

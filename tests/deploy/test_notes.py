@@ -10,7 +10,14 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from deploy.chartkit import CHART, KUBE_VERSIONS, NAMESPACE, RELEASE, run_helm
+from deploy.chartkit import (
+    CHART,
+    GPU_NODE_LABELS,
+    KUBE_VERSIONS,
+    NAMESPACE,
+    RELEASE,
+    run_helm,
+)
 
 HEREDOC_START = "kubectl apply -f - <<'YAML'"
 TERMINATOR = "YAML"
@@ -79,6 +86,9 @@ def test_notes_show_how_to_try_a_first_claim(helm: Path) -> None:
     assert "resourceClaimTemplateName: gpu-5g-30" in text
     assert "gpu.example.com/allocation" in text
     assert "kubectl get resourceslices --field-selector spec.driver=gpu.example.com" in text
+    # Where the plugin runs, with every label of the default node affinity.
+    for label in GPU_NODE_LABELS:
+        assert f"{label}=true" in text
 
 
 def test_the_heredoc_starts_and_ends_at_column_zero(helm: Path) -> None:

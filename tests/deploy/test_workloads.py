@@ -11,7 +11,15 @@ from typing import Any
 
 import pytest
 import yaml
-from deploy.chartkit import CHART, MATRIX, Rendered, containers, env_of
+from deploy.chartkit import (
+    CHART,
+    GPU_NODE_LABELS,
+    MATRIX,
+    Rendered,
+    containers,
+    env_of,
+    render,
+)
 
 from dra_driver.cli.flags import env_name, settings_from_arguments
 from dra_driver.cli.main import COMMANDS, build_parser
@@ -186,12 +194,56 @@ def test_kubelet_plugin_daemonset_is_node_critical_and_privileged(
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in (
         pod["tolerations"]
     )
-    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    keys = {e["key"] for t in terms["nodeSelectorTerms"] for e in t["matchExpressions"]}
-    assert keys == {"nvidia.com/gpu.present", "feature.node.kubernetes.io/pci-10de.present"}
     assert {p["name"] for p in container["ports"]} == {"metrics"}
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["livenessProbe"]["httpGet"]["path"] == "/livez"
+
+
+def node_matches(terms: list[dict[str, Any]], labels: dict[str, str]) -> bool:
+    """Whether a node with ``labels`` satisfies ORed nodeSelectorTerms of In expressions."""
+    return any(
+        all(
+            e["operator"] == "In" and labels.get(e["key"]) in e["values"]
+            for e in term["matchExpressions"]
+        )
+        for term in terms
+    )
+
+
+def test_kubelet_plugin_default_affinity_accepts_any_gpu_node_label(
+    rendered: Callable[[str], Rendered],
+) -> None:
+    """One ORed term per label: a node labelled by any one of them (and only those) gets a pod."""
+    r = rendered("all-options")
+    for name in ("gpushare-kubelet-plugin", "gpushare-hami-core-installer"):
+        pod = r.one("DaemonSet", name)["spec"]["template"]["spec"]
+        required = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        terms = required["nodeSelectorTerms"]
+        assert [[e["key"] for e in t["matchExpressions"]] for t in terms] == [
+            [label] for label in GPU_NODE_LABELS
+        ]
+        for label in GPU_NODE_LABELS:
+            assert node_matches(terms, {label: "true"}), label
+            assert not node_matches(terms, {label: "false"}), label
+        assert not node_matches(terms, {"feature.node.kubernetes.io/pci-1002.present": "true"})
+        assert not node_matches(terms, {})
+
+
+def test_kubelet_plugin_affinity_can_be_replaced(helm: Path) -> None:
+    """null drops the default (a nodeSelector then places the pods); a new affinity replaces it."""
+    dropped = render(helm, {"kubeletPlugin": {"affinity": None, "nodeSelector": {"gpu": "yes"}}})
+    pod = dropped.one("DaemonSet")["spec"]["template"]["spec"]
+    assert "affinity" not in pod
+    assert pod["nodeSelector"] == {"gpu": "yes"}
+    term = {"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["a100"]}]}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+        }
+    }
+    # Lists are not merged: a list of terms of one's own replaces the default terms.
+    replaced = render(helm, {"kubeletPlugin": {"affinity": affinity}})
+    assert replaced.one("DaemonSet")["spec"]["template"]["spec"]["affinity"] == affinity
 
 
 def test_kubelet_plugin_mounts_host_dirs_at_their_host_paths(
