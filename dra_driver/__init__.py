@@ -1,3 +1,3 @@
 """gpushare DRA driver: share NVIDIA GPUs by cores and memory through Kubernetes DRA."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
