@@ -40,7 +40,8 @@ CALLS: dict[str, frozenset[Permission]] = {
     # The controller's writes, in controller/writes.py.
     "replace_namespaced_resource_claim": frozenset({(RESOURCE, "resourceclaims", "update")}),
     "read_namespaced_resource_claim": frozenset({(RESOURCE, "resourceclaims", "get")}),
-    # Status writes need resourceclaims/binding too from 1.36 (dra-api.md §3.10).
+    # Status writes need resourceclaims/binding too from 1.36, where the
+    # DRAResourceClaimGranularStatusAuthorization gate is beta and on.
     "replace_namespaced_resource_claim_status": frozenset(
         {
             (RESOURCE, "resourceclaims/status", "update"),
