@@ -25,6 +25,7 @@ from deploy.chartkit import (
     validate,
 )
 
+from dra_driver import __version__
 from dra_driver.cli.main import build_parser
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
@@ -69,7 +70,7 @@ def refused(helm: Path, values: dict[str, Any]) -> str:
 @pytest.mark.parametrize(
     ("values", "driver", "installer"),
     [
-        ({}, "gpushare-dra-driver:0.1.0", "projecthami/hami:v2.8.2"),
+        ({}, f"gpushare-dra-driver:{__version__}", "projecthami/hami:v2.8.2"),
         (
             {"image": {"registry": "registry.example.com:5000", "tag": "1.2.3"}},
             "registry.example.com:5000/gpushare-dra-driver:1.2.3",
@@ -86,7 +87,7 @@ def refused(helm: Path, values: dict[str, Any]) -> str:
                 "image": {"registry": "registry.example.com"},
                 "hamiCore": {"installer": {"image": {"digest": DIGEST}}},
             },
-            "mirror.internal/gpushare-dra-driver:0.1.0",
+            f"mirror.internal/gpushare-dra-driver:{__version__}",
             f"mirror.internal/projecthami/hami@{DIGEST}",
         ),
     ],
@@ -138,7 +139,7 @@ def test_installer_image_needs_a_tag_or_a_digest(helm: Path) -> None:
 def test_global_values_of_a_parent_chart_are_accepted(helm: Path) -> None:
     """global stays open: a parent chart's own global values do not fail the schema."""
     r = render(helm, {"global": {"storageClass": "fast", "imageRegistry": ""}})
-    assert set(images(r).values()) == {"gpushare-dra-driver:0.1.0"}
+    assert set(images(r).values()) == {f"gpushare-dra-driver:{__version__}"}
     kubernetes_validate.validate(r.one("Deployment"), KUBE_VERSIONS[-1], strict=True)
 
 
