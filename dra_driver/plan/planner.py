@@ -125,7 +125,8 @@ class Plan:
     cluster: str
     workload: str
     problems: tuple[str, ...]
-    """What the engine could not use in the cluster's objects (malformed slices, claims)."""
+    """What the engine could not use in the cluster's objects (malformed slices, claims), and
+    the workload's templates and claims no pod uses that a pod could not use either."""
     policies: tuple[PolicyPlan, ...]
 
 
@@ -294,4 +295,29 @@ def make_plan(
         pods = tuple(run.place(pod) for pod in workload.pods)
         results.append(PolicyPlan(policy, pods, run.cards()))
     problems = tuple(baseline.problems)
+    problems += tuple(_unused_problems(baseline, workload))
     return Plan(names.driver, cluster.source, workload.source, problems, tuple(results))
+
+
+def _unused_problems(baseline: Snapshot, workload: Workload) -> list[str]:
+    """Say which templates and claims no pod uses would be refused if a pod did.
+
+    A mistake there shows nowhere else in the plan, and would only surface at ``kubectl apply``
+    (the webhook) or, for the first pod that uses it, as a refused placement.
+    """
+    problems = []
+    for unused in workload.unused:
+        metadata = unused.claim["metadata"]
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "unused", "namespace": metadata["namespace"]},
+            "spec": {"resourceClaims": [{"name": "c", "resourceClaimName": metadata["name"]}]},
+        }
+        decision = place_pod(baseline, pod, [unused.claim], Policy.uniform(Placement.BINPACK))
+        if isinstance(decision, Unplaceable) and decision.refused:
+            problems.append(
+                f"{unused.label} is used by no pod of the file; a pod using it would be "
+                f"refused: {decision.reason}"
+            )
+    return problems

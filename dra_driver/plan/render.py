@@ -5,7 +5,7 @@ The JSON document (keys camelCase, amounts as Kubernetes quantity strings, absen
 
     {"kind": "CapacityPlan", "driver": "<driver name>",
      "cluster": "built-in inventory qgpu-runbook", "workload": "scenarios.yaml",
-     "problems": ["<what the engine could not use in the cluster's objects>"],
+     "problems": ["<what the engine could not use; unused templates that would be refused>"],
      "policies": [{
        "policy": "binpack",
        "summary": {"pods": 6, "placed": 5, "pending": 1, "refused": 0, "notOurs": 0},

@@ -73,12 +73,23 @@ class PlannedPod:
 
 
 @dataclasses.dataclass(frozen=True)
+class UnusedClaim:
+    """A ResourceClaimTemplate or ResourceClaim of the file that no pod of it uses."""
+
+    label: str
+    """``ResourceClaimTemplate default/x (document 3)``: where it is, for the report."""
+    claim: Object
+    """The claim it is or would generate."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Workload:
     """The pods of a workload file, in file order, and the DeviceClasses it brings."""
 
     source: str
     pods: tuple[PlannedPod, ...]
     classes: tuple[Object, ...]
+    unused: tuple[UnusedClaim, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +119,8 @@ class _Reader:
         self.claims: dict[tuple[str, str], Object] = {}
         self.classes: dict[str, _Document] = {}
         self.pod_names: dict[tuple[str, str], int] = {}
+        self.used: set[tuple[str, str, str]] = set()
+        """(kind, namespace, name) of each template and claim a pod uses."""
 
     def fail(self, document: _Document, field: str, problem: str) -> PlanInputError:
         what = " ".join(part for part in (document.kind or "no kind", document.name) if part)
@@ -215,6 +228,7 @@ class _Reader:
                 raise self.fail(document, at, problem)
             if template:
                 found = self.templates.get((document.namespace, str(template)))
+                self.used.add(("ResourceClaimTemplate", document.namespace, str(template)))
                 if found is not None:
                     generated = self._claim(
                         document, found.body["spec"]["spec"], f"{pod}-{name}", f"{pod}/{name}"
@@ -224,6 +238,7 @@ class _Reader:
                 field, kind, wanted = "resourceClaimTemplateName", "ResourceClaimTemplate", template
             else:
                 shared = self.claims.get((document.namespace, str(claim)))
+                self.used.add(("ResourceClaim", document.namespace, str(claim)))
                 if shared is not None:
                     yield PodClaim(name, shared, shared=True)
                     continue
@@ -258,7 +273,23 @@ def parse_workload(text: str, source: str) -> Workload:
         documents.append(document)
     # Pods may come before the templates and claims they use, so they are expanded last.
     pods = tuple(pod for document in documents for pod in reader.pods(document))
-    return Workload(source, pods, tuple(d.body for d in reader.classes.values()))
+    classes = tuple(d.body for d in reader.classes.values())
+    return Workload(source, pods, classes, tuple(_unused(reader, documents)))
+
+
+def _unused(reader: _Reader, documents: list[_Document]) -> Iterator[UnusedClaim]:
+    """Yield the templates and claims no pod uses, as claims the plan can still judge."""
+    for document in documents:
+        key = (document.kind, document.namespace, document.name)
+        if document.kind not in ("ResourceClaimTemplate", "ResourceClaim") or key in reader.used:
+            continue
+        label = f"{document.kind} {document.namespace}/{document.name} (document {document.index})"
+        if document.kind == "ResourceClaim":
+            claim = reader.claims[document.namespace, document.name]
+        else:
+            spec = document.body["spec"]["spec"]
+            claim = reader._claim(document, spec, document.name, f"template/{document.name}")
+        yield UnusedClaim(label, claim)
 
 
 def load_workload(path: Path) -> Workload:
