@@ -116,3 +116,11 @@ def test_check_forbids_what_the_main_distribution_must_not_ship() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     required = {re.split(r"[<>=!~;\[ ]", dep, maxsplit=1)[0] for dep in project["dependencies"]}
     assert not required & forbidden
+
+
+def test_ci_runs_the_image_check_in_skip_if_unavailable_mode() -> None:
+    """.ci/run runs build-image.sh --check after the tests, in skip-if-unavailable mode."""
+    lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    check = "GPUSHARE_IMAGE_CHECK=skip-if-unavailable ./hack/build-image.sh --check"
+    assert check in lines
+    assert lines.index("./hack/test.sh") < lines.index(check)
