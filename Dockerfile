@@ -8,12 +8,12 @@
 #   # Offline from any container registry (buildah + mmdebstrap, as root, no daemon): makes a
 #   # Debian bookworm base with mmdebstrap from the host's apt mirror, builds the wheel, builds
 #   # this file with buildah, and with --check runs the image and checks what it holds.
-#   ./hack/build-image.sh --check --tag gpushare-dra-driver:0.1.0
+#   ./hack/build-image.sh --check --tag gpushare-dra-driver:<version>
 #
 #   # With docker or podman and the usual base from Docker Hub:
 #   python3 -m pip wheel --no-deps --wheel-dir dist/ .
-#   docker build -f Dockerfile -t gpushare-dra-driver:0.1.0 dist/
-#   docker run --rm gpushare-dra-driver:0.1.0 version
+#   docker build -f Dockerfile -t gpushare-dra-driver:<version> dist/
+#   docker run --rm gpushare-dra-driver:<version> version
 #
 # BASE_IMAGE is any Debian bookworm image with python3 (>= 3.11) and python3-venv: the
 # python:3.11-slim-bookworm default (/usr/local/bin/python3) or the script's mmdebstrap base
