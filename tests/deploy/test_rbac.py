@@ -79,6 +79,23 @@ LEASE_CALLS: dict[str, frozenset[Permission]] = {
     "replace_namespaced_lease": frozenset({(COORDINATION, "leases", "update")}),
 }
 
+# The uninstall cleanup (`gpushare-dra cleanup`, the chart's post-delete hook Job): it lists once
+# (no informer, so no watch) and writes by JSON patch (no update).
+CLEANUP_CALLS: dict[str, frozenset[Permission]] = {
+    # The wait: the release's controller and plugin pods, in the release namespace.
+    "list_namespaced_pod": frozenset({(CORE, "pods", "list")}),
+    "list_pod_for_all_namespaces": frozenset({(CORE, "pods", "list")}),
+    "read_namespaced_pod": frozenset({(CORE, "pods", "get")}),
+    # Remove the scheduling gate (spec.schedulingGates).
+    "patch_namespaced_pod": frozenset({(CORE, "pods", "patch")}),
+    "list_resource_claim_for_all_namespaces": frozenset({(RESOURCE, "resourceclaims", "list")}),
+    "read_namespaced_resource_claim": frozenset({(RESOURCE, "resourceclaims", "get")}),
+    # Remove the finalizer (metadata.finalizers).
+    "patch_namespaced_resource_claim": frozenset({(RESOURCE, "resourceclaims", "patch")}),
+}
+# ops/command.py's cleanup() only builds the client (its other commands need none of this).
+CLEANUP_MODULES = ["ops/cleanup.py"]
+
 # The modules each deployed component runs (the webhook runs inside the controller).
 COMPONENT_MODULES = {
     "controller": ["controller", "webhook", "k8s/events.py", "k8s/leader.py"],
@@ -256,9 +273,9 @@ def test_each_binding_binds_its_own_service_account(rendered: Callable[[str], Re
     """Each role is bound to its component's ServiceAccount in the release namespace only."""
     r = rendered("defaults")
     accounts = set(r.names("ServiceAccount"))
-    assert accounts == {"gpushare-controller", "gpushare-kubelet-plugin"}
+    assert accounts == {"gpushare-controller", "gpushare-kubelet-plugin", "gpushare-cleanup"}
     bindings = r.of_kind("ClusterRoleBinding") + r.of_kind("RoleBinding")
-    assert len(bindings) == 3
+    assert len(bindings) == 4
     for binding in bindings:
         subject = binding["subjects"]
         assert len(subject) == 1
@@ -315,3 +332,57 @@ def test_admission_policy_pins_each_plugin_to_its_own_nodes_slices(
     binding = r.one("ValidatingAdmissionPolicyBinding", "gpushare-kubelet-plugin-slices")
     assert binding["spec"]["policyName"] == "gpushare-kubelet-plugin-slices"
     assert binding["spec"]["validationActions"] == ["Deny"]
+
+
+def cleanup_files() -> list[Path]:
+    return [ROOT / "dra_driver" / name for name in CLEANUP_MODULES]
+
+
+def test_every_api_call_of_the_cleanup_has_a_permission_entry() -> None:
+    """The cleanup's client calls are all in CLEANUP_CALLS (a new call fails here)."""
+    calls = client_calls(cleanup_files())
+    assert {"patch_namespaced_pod", "patch_namespaced_resource_claim"} <= calls  # scan works
+    assert calls - set(CLEANUP_CALLS) == set(), "add these cleanup calls to CLEANUP_CALLS"
+    assert raw_paths(cleanup_files()) == set()
+
+
+def test_cleanup_cluster_role_grants_exactly_what_the_code_needs(
+    rendered: Callable[[str], Rendered],
+) -> None:
+    """The hook's ClusterRole equals the permissions of the cleanup's calls: no watch, no update."""
+    needed_by_cleanup = set().union(*(CLEANUP_CALLS[c] for c in client_calls(cleanup_files())))
+    for case in ("defaults", "webhook-off", "custom-driver-name"):
+        role = rendered(case).one("ClusterRole", "gpushare-cleanup")
+        assert granted(role) == needed_by_cleanup
+    assert needed_by_cleanup == {
+        (CORE, "pods", "get"),
+        (CORE, "pods", "list"),
+        (CORE, "pods", "patch"),
+        (RESOURCE, "resourceclaims", "get"),
+        (RESOURCE, "resourceclaims", "list"),
+        (RESOURCE, "resourceclaims", "patch"),
+    }
+
+
+def test_cleanup_rbac_is_a_hook_bound_to_the_hook_account_only(
+    rendered: Callable[[str], Rendered],
+) -> None:
+    """The cleanup's account holds only its own role, and the role goes with the hook."""
+    r = rendered("defaults")
+    bindings = [
+        b
+        for b in r.of_kind("ClusterRoleBinding") + r.of_kind("RoleBinding")
+        if any(s["name"] == "gpushare-cleanup" for s in b["subjects"])
+    ]
+    (binding,) = bindings
+    assert binding["kind"] == "ClusterRoleBinding"
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "gpushare-cleanup",
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "gpushare-cleanup", "namespace": NAMESPACE}
+    ]
+    for obj in (binding, r.one("ClusterRole", "gpushare-cleanup")):
+        assert obj["metadata"]["annotations"]["helm.sh/hook"] == "post-delete"

@@ -99,8 +99,8 @@ def test_webhook_configuration_follows_the_documented_contract(
 def test_chart_pods_are_never_sent_to_the_webhook(rendered: Callable[[str], Rendered]) -> None:
     """Every pod template of the chart carries the opt-out label the objectSelector excludes."""
     r = rendered("all-options")
-    workloads = r.of_kind("Deployment") + r.of_kind("DaemonSet")
-    assert len(workloads) == 3
+    workloads = r.of_kind("Deployment") + r.of_kind("DaemonSet") + r.of_kind("Job")
+    assert len(workloads) == 4  # controller, plugin, HAMi-core installer, uninstall cleanup
     for workload in workloads:
         labels = workload["spec"]["template"]["metadata"]["labels"]
         assert labels["gpushare.dra.dev/webhook"] == "disabled"

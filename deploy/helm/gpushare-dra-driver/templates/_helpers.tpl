@@ -47,6 +47,25 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "gpushare.webhook.name" -}}{{ include "gpushare.fullname" . }}-webhook{{- end }}
 {{- define "gpushare.webhook.secret" -}}{{ .Values.webhook.tls.existingSecret | default (printf "%s-webhook-tls" (include "gpushare.fullname" .)) }}{{- end }}
 {{- define "gpushare.installer.name" -}}{{ include "gpushare.fullname" . }}-hami-core-installer{{- end }}
+{{- define "gpushare.cleanup.name" -}}{{ include "gpushare.fullname" . }}-cleanup{{- end }}
+
+{{/*
+The uninstall cleanup's hook annotations, for a hook weight (objects run lowest first): a
+post-delete hook, replaced by a new run and removed once every hook succeeded.
+*/}}
+{{- define "gpushare.cleanup.hook" -}}
+helm.sh/hook: post-delete
+helm.sh/hook-weight: {{ . | quote }}
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+{{- end }}
+
+{{/*
+The label selector of the pods the cleanup waits for: the release's controller and kubelet
+plugin (their selector labels plus the component), never the cleanup Job's own pod.
+*/}}
+{{- define "gpushare.cleanup.waitSelector" -}}
+app.kubernetes.io/name={{ include "gpushare.name" . }},app.kubernetes.io/instance={{ .Release.Name }},app.kubernetes.io/component in (controller,kubelet-plugin)
+{{- end }}
 
 {{/*
 An image reference: [registry/]repository, then @digest when a digest is set (it wins over the
