@@ -78,6 +78,22 @@ MATRIX: dict[str, dict[str, Any]] = {
         "metrics": {"serviceMonitor": {"enabled": True}},
         "imagePullSecrets": [{"name": "registry"}],
     },
+    "operator-options": {
+        "global": {"imageRegistry": "mirror.example.com"},
+        "image": {"digest": "sha256:" + "ab" * 32},
+        "controller": {
+            "extraArgs": ["--log-level=debug"],
+            "podSecurityContext": {"fsGroup": 10001},
+            "serviceAccount": {"create": False, "name": "ops-controller"},
+            "podDisruptionBudget": {"minAvailable": "50%"},
+        },
+        "kubeletPlugin": {
+            "extraArgs": ["--log-level=debug"],
+            "serviceAccount": {"annotations": {"example.com/owner": "gpu-team"}},
+        },
+        "webhook": {"tls": {"existingSecret": "webhook-cert", "injectCAFromSecret": True}},
+        "cleanup": {"waitTimeout": 60, "activeDeadlineSeconds": 180},
+    },
 }
 
 

@@ -80,6 +80,12 @@ def test_matrix_cases_render_what_they_switch(rendered: Callable[[str], Rendered
     assert "MutatingWebhookConfiguration" not in kinds["all-options"]
     assert "Issuer" not in kinds["all-options"]  # a ClusterIssuer of the user's is referenced
     assert len(rendered("all-options").of_kind("DaemonSet")) == 2  # plugin and installer
+    options = rendered("operator-options")
+    assert "Secret" not in kinds["operator-options"]  # the operator's own TLS Secret
+    assert "gpushare-controller" not in options.names("ServiceAccount")  # an existing one
+    assert "minAvailable" in options.one("PodDisruptionBudget")["spec"]
+    assert "Job" in kinds["defaults"]
+    assert "Job" in kinds["operator-options"]  # the uninstall cleanup hook
 
 
 @pytest.mark.parametrize(

@@ -56,6 +56,9 @@ def component(r: Rendered, kind: str, name: str) -> dict[str, Any]:
     return container
 
 
+# The values key of each subcommand's component.
+VALUES_KEY = {"controller": "controller", "kubelet-plugin": "kubeletPlugin"}
+
 WORKLOADS = [
     ("Deployment", "gpushare-controller", "controller"),
     ("DaemonSet", "gpushare-kubelet-plugin", "kubelet-plugin"),
@@ -69,7 +72,8 @@ def test_every_env_var_is_a_setting_of_the_subcommand(
 ) -> None:
     """Each env var the chart sets is a settings field of the subcommand it runs (no typos)."""
     container = component(rendered(case), kind, name)
-    assert container["args"] == [subcommand]
+    values = MATRIX[case].get(VALUES_KEY[subcommand], {})
+    assert container["args"] == [subcommand, *values.get("extraArgs", [])]
     unknown = set(env_of(container)) - env_names(subcommand) - TOOLKIT_ENV
     assert unknown == set()
 
