@@ -272,6 +272,18 @@ POD_CASES: dict[str, tuple[dict[str, Any], str]] = {
         "denied",
     ),
     "a claim nobody can find": (kit.pod(kit.from_claim("missing")), "allowed"),
+    # Bound pods are never gated, but still refused: the condition must not skip nodeName.
+    "bound to a node, two containers sharing one hami-core request": (
+        kit.pod(
+            kit.from_template("share"),
+            nodeName="node-a",
+            containers=[
+                {"name": n, "image": "i", "resources": {"claims": [{"name": "gpu"}]}}
+                for n in ("a", "b")
+            ],
+        ),
+        "denied",
+    ),
 }
 
 
