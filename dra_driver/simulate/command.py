@@ -18,6 +18,7 @@ from types import FrameType
 from typing import Final, TextIO
 
 from dra_driver.api import DriverNames, Placement
+from dra_driver.cli.simulate_settings import SimulateSettings
 from dra_driver.controller.settings import ControllerSettings
 from dra_driver.k8s.errors import ApiError
 from dra_driver.nvml.inventory import Inventory
@@ -28,7 +29,6 @@ from dra_driver.simulate.progress import Progress
 from dra_driver.simulate.render import render_json, render_table
 from dra_driver.simulate.runner import Runner, ScenarioReport, SimulationError
 from dra_driver.simulate.scenarios import SCENARIOS, Scenario
-from dra_driver.cli.simulate_settings import SimulateSettings
 from dra_driver.simulate.stack import Stack, StackError
 
 EXIT_OK: Final = 0

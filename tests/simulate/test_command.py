@@ -15,12 +15,12 @@ import pytest
 from simulate.kit import NAMES, FullRun, simulation_dirs
 
 from dra_driver.api import Placement
+from dra_driver.cli.simulate_settings import SimulateSettings
 from dra_driver.simulate import command
 from dra_driver.simulate import runner as runner_module
 from dra_driver.simulate.command import controller_settings, examples_dir
 from dra_driver.simulate.progress import Progress
 from dra_driver.simulate.runner import Runner
-from dra_driver.cli.simulate_settings import SimulateSettings
 from dra_driver.simulate.stack import Stack, StackError
 
 APPLY = """
