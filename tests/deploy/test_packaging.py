@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from dra_driver import __version__
+from dra_driver import simulate as simulate_package
 from dra_driver.cli import commands
 from dra_driver.cli.main import main
 
@@ -98,8 +99,10 @@ def test_simulate_without_the_simulator_says_how_to_install_it(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """With dra_driver.simulate missing, `simulate` exits 1 naming the install command."""
-    # None in sys.modules makes the import fail as if the package were not installed.
+    # None in sys.modules makes the import fail as if the package were not installed; the
+    # package must also forget the submodule an earlier test may have imported.
     monkeypatch.setitem(sys.modules, "dra_driver.simulate.command", None)
+    monkeypatch.delattr(simulate_package, "command", raising=False)
     assert main(["simulate"]) == 1
     assert capsys.readouterr().err.strip() == commands.SIMULATOR_MISSING
     assert "pip install . ./simulator" in commands.SIMULATOR_MISSING

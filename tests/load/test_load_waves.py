@@ -28,8 +28,10 @@ def report() -> dict[str, Any]:
         check=False,  # exit 1 only says a check failed; the tests say which
         timeout=110,
     )  # fmt: skip
-    assert done.stdout, done.stderr
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    report = f"exit {done.returncode} without a report; stderr ends:\n{done.stderr[-4000:]}"
+    assert last.startswith("{"), report
+    result: dict[str, Any] = json.loads(last)
     return result
 
 
