@@ -179,7 +179,10 @@ def node_files(cdi_root: Path, plugin_dir: Path, names: DriverNames) -> NodeFile
     entries: dict[str, tuple[str, str]] = {}
     if checkpoint.exists():
         for path in checkpoint.glob("*.json"):
-            entry = json.loads(path.read_text())["claim"]
+            try:
+                entry = json.loads(path.read_text())["claim"]
+            except FileNotFoundError:
+                continue  # unprepared between the listing and the read: not there any more
             entries[entry["uid"]] = (entry["state"], entry["spec_file"])
     return NodeFiles(specs=specs, entries=entries)
 
