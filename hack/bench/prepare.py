@@ -15,7 +15,9 @@ plugin's resident memory idle, with 1,000 claims prepared, and after unpreparing
 The same calls are then measured on the plugin alone: its gRPC server and claim state built in
 this process, on its own real unix socket and directories, with the claims read from memory.
 The first figures include the claim reads served by the harness's API server (Python, in this
-process, on the same cores); the second are what the plugin itself costs.
+process, on the same cores); the second are what the plugin itself costs. Last, the claim state
+alone (no gRPC, no API): the checkpoint entries, CDI specs and directories a prepare writes,
+with 64 and with 1,000 claims on the node.
 
     python hack/bench/prepare.py            # the full run (about two minutes)
     python hack/bench/prepare.py --under /dev/shm   # the same on tmpfs: no disk in the figures
@@ -36,7 +38,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import grpc
 from benchlib import emit, latency_summary, machine
@@ -51,7 +53,7 @@ from dra_driver.k8s import raw
 from dra_driver.kubeletplugin.grpcserver import PluginServer, socket_paths
 from dra_driver.kubeletplugin.metrics import PluginMetrics
 from dra_driver.kubeletplugin.paths import NodePaths
-from dra_driver.kubeletplugin.state import ClaimPreparer
+from dra_driver.kubeletplugin.state import ClaimPreparer, ClaimRef
 from dra_driver.logging import LogFormat, configure_logging
 from dra_driver.nvml.inventory import dump_inventory, parse_inventory
 from dra_driver.testing.cluster import FakeCluster
@@ -68,6 +70,9 @@ TARGETS: Final = {
     "idle_rss_mb": 80.0,
     "plugin_alone_prepare_1_p99_ms": 5.0,
     "plugin_alone_prepare_32_p99_ms": 50.0,
+    # With the resident claims (1,000) on the node: a call must not grow with them.
+    "claim_state_prepare_1_p99_ms": 5.0,
+    "claim_state_prepare_32_p99_ms": 50.0,
 }
 _INVENTORY: Final = f"""
 generate:
@@ -133,8 +138,21 @@ def _timed(call: Callable[[], Any], errors: list[str], what: str) -> float:
     return elapsed
 
 
-def _batches(claims: Sequence[dra.Claim], size: int) -> list[Sequence[dra.Claim]]:
+def _batches(claims: Sequence[Any], size: int) -> list[Sequence[Any]]:
     return [claims[i : i + size] for i in range(0, len(claims) - size + 1, size)]
+
+
+class _Calls(Protocol):
+    """What the timing loops need: fresh claims, and a timed prepare and unprepare of a batch."""
+
+    def claims(self, count: int) -> list[Any]:
+        """Make ``count`` fresh allocated claims; return what prepare and unprepare take."""
+
+    def prepare(self, claims: Sequence[Any]) -> float:
+        """Prepare the claims in one call; return its wall time."""
+
+    def unprepare(self, claims: Sequence[Any]) -> float:
+        """Unprepare the claims in one call; return its wall time."""
 
 
 class _Caller(abc.ABC):
@@ -253,12 +271,67 @@ class AloneBench(_Caller):
         self.server.stop(grace=0)
 
 
-def _latencies(bench: _Caller, rounds: int, label: str) -> dict[str, Any]:
+class StateBench:
+    """The plugin's claim state alone (no gRPC, no API server): checkpoint, specs, directories.
+
+    What a prepare costs the node itself, apart from the transport and the claim's read.
+    """
+
+    def __init__(self, work_dir: Path) -> None:
+        self._objects: dict[str, Object] = {}
+        self._made = 0
+        self.errors: list[str] = []
+        cards = parse_inventory(_INVENTORY).nodes[0].cards
+        root = work_dir / "state"
+        self.preparer = ClaimPreparer(
+            NAMES,
+            NODE,
+            NodePaths(
+                plugin_dir=root / "plugin",
+                cdi_root=root / "cdi",
+                driver_root=Path("/"),
+                hami_core_library=root / "libvgpu.so",
+                mps_pipe_directory=root / "mps",
+            ),
+            get_claim=lambda _namespace, name: self._objects[name],
+            cards=lambda: cards,
+            default_backend=Backend.HAMI_CORE,
+        )
+        self.preparer.start()
+
+    def claims(self, count: int) -> list[ClaimRef]:
+        """Make ``count`` fresh allocated claims, read from memory."""
+        refs = []
+        for index in range(self._made, self._made + count):
+            claim = _claim_object(index)
+            self._objects[claim["metadata"]["name"]] = claim
+            refs.append(ClaimRef("default", claim["metadata"]["uid"], claim["metadata"]["name"]))
+        self._made += count
+        return refs
+
+    def prepare(self, claims: Sequence[ClaimRef]) -> float:
+        """Prepare the claims in one call; return its wall time."""
+        begin = time.perf_counter()
+        outcomes = self.preparer.prepare(claims)
+        elapsed = time.perf_counter() - begin
+        self.errors += [f"prepare {uid}: {o.error}" for uid, o in outcomes.items() if o.error]
+        return elapsed
+
+    def unprepare(self, claims: Sequence[ClaimRef]) -> float:
+        """Unprepare the claims in one call; return its wall time."""
+        begin = time.perf_counter()
+        errors = self.preparer.unprepare(claims)
+        elapsed = time.perf_counter() - begin
+        self.errors += [f"unprepare {uid}: {error}" for uid, error in errors.items() if error]
+        return elapsed
+
+
+def _latencies(bench: _Calls, rounds: int, label: str) -> dict[str, Any]:
     """Time ``rounds`` calls of 1, 8 and 32 fresh claims, each batch unprepared right after.
 
     Each batch is unprepared before the next is prepared, so the claims already on the node
-    stay as the caller left them: what a call costs depends on how many there are (the
-    checkpoint is one file, rewritten whole).
+    stay as the caller left them, and a call's cost can be compared between a node with few
+    claims and one with many.
     """
     latency: dict[str, Any] = {}
     for size in (1, 8, 32):
@@ -280,7 +353,7 @@ def _latencies(bench: _Caller, rounds: int, label: str) -> dict[str, Any]:
     return latency
 
 
-def _hold(bench: _Caller, count: int) -> list[dra.Claim]:
+def _hold(bench: _Calls, count: int) -> list[Any]:
     """Prepare ``count`` claims (in batches of 32) that stay on the node; return them."""
     held = bench.claims(count)
     for batch in _batches(held, 32):
@@ -288,7 +361,7 @@ def _hold(bench: _Caller, count: int) -> list[dra.Claim]:
     return held
 
 
-def _release(bench: _Caller, held: Sequence[dra.Claim]) -> None:
+def _release(bench: _Calls, held: Sequence[Any]) -> None:
     for batch in _batches(held, 32):
         bench.unprepare(batch)
 
@@ -326,10 +399,20 @@ def run(work_dir: Path, *, rounds: int, resident: int, background: int) -> dict[
         held = _hold(alone, background)
         latency_alone = _latencies(alone, rounds, f"plugin alone, {background} on the node")
         _release(alone, held)
-        errors = bench.errors + alone.errors
         specs_left += len(list((work_dir / "alone" / "cdi").glob("*.json")))
     finally:
         alone.close()
+    state = StateBench(work_dir)
+    held = _hold(state, background)
+    latency_state = _latencies(state, rounds, f"claim state alone, {background} on the node")
+    _release(state, held)
+    held = _hold(state, resident)
+    latency_state_loaded = _latencies(
+        state, loaded_rounds, f"claim state alone, {resident} on the node"
+    )
+    _release(state, held)
+    errors = bench.errors + alone.errors + state.errors
+    specs_left += len(list((work_dir / "state" / "cdi").glob("*.json")))
     memory = {
         "idle_rss_mb": _megabytes(idle_rss),
         f"rss_with_{resident}_prepared_mb": _megabytes(prepared_rss),
@@ -342,6 +425,8 @@ def run(work_dir: Path, *, rounds: int, resident: int, background: int) -> dict[
         "idle_rss_mb": memory["idle_rss_mb"],
         "plugin_alone_prepare_1_p99_ms": latency_alone["prepare_1"]["p99_ms"],
         "plugin_alone_prepare_32_p99_ms": latency_alone["prepare_32"]["p99_ms"],
+        "claim_state_prepare_1_p99_ms": latency_state_loaded["prepare_1"]["p99_ms"],
+        "claim_state_prepare_32_p99_ms": latency_state_loaded["prepare_32"]["p99_ms"],
     }
     return {
         "benchmark": "prepare",
@@ -353,6 +438,8 @@ def run(work_dir: Path, *, rounds: int, resident: int, background: int) -> dict[
         "latency": latency,
         "latency_with_resident": latency_loaded,
         "latency_plugin_alone": latency_alone,
+        "latency_claim_state": latency_state,
+        "latency_claim_state_with_resident": latency_state_loaded,
         "memory": memory,
         "errors": errors,
         "cdi_specs_left": specs_left,

@@ -6,7 +6,7 @@ from bench.smoke import smoke_run
 
 
 def test_prepare_benchmark_smoke_run_prepares_everything_and_cleans_up() -> None:
-    """Every call succeeds in both modes, every size is measured, memory is read, no spec left."""
+    """Every call succeeds in all three modes, every size is measured, memory is read, no spec left."""
     result = smoke_run("prepare.py")
     assert result["benchmark"] == "prepare"
     assert result["errors"] == []
@@ -16,11 +16,15 @@ def test_prepare_benchmark_smoke_run_prepares_everything_and_cleans_up() -> None
         "latency": result["rounds"],
         "latency_with_resident": result["rounds_with_resident"],
         "latency_plugin_alone": result["rounds"],
+        "latency_claim_state": result["rounds"],
+        "latency_claim_state_with_resident": result["rounds_with_resident"],
     }
     assert rounds == {
         "latency": 4,
         "latency_with_resident": 1,
         "latency_plugin_alone": 4,
+        "latency_claim_state": 4,
+        "latency_claim_state_with_resident": 1,
     }
     for mode, count in rounds.items():
         for kind in ("prepare", "unprepare"):
@@ -36,4 +40,6 @@ def test_prepare_benchmark_smoke_run_prepares_everything_and_cleans_up() -> None
         "idle_rss_mb",
         "plugin_alone_prepare_1_p99_ms",
         "plugin_alone_prepare_32_p99_ms",
+        "claim_state_prepare_1_p99_ms",
+        "claim_state_prepare_32_p99_ms",
     }
