@@ -31,6 +31,7 @@ from __future__ import annotations
 import abc
 import argparse
 import datetime
+import gc
 import io
 import shutil
 import tempfile
@@ -370,6 +371,23 @@ def _megabytes(value: int) -> float:
     return round(value / 2**20, 1)
 
 
+def claim_state(work_dir: Path, *, rounds: int, resident: int, background: int) -> dict[str, Any]:
+    """Time the claim state alone with ``background``, then ``resident``, claims on the node."""
+    state = StateBench(work_dir)
+    held = _hold(state, background)
+    latency = _latencies(state, rounds, f"claim state alone, {background} on the node")
+    _release(state, held)
+    held = _hold(state, resident)
+    loaded = _latencies(state, max(rounds // 4, 1), f"claim state alone, {resident} on the node")
+    _release(state, held)
+    return {
+        "latency": latency,
+        "latency_with_resident": loaded,
+        "errors": state.errors,
+        "cdi_specs_left": len(list((work_dir / "state" / "cdi").glob("*.json"))),
+    }
+
+
 def run(work_dir: Path, *, rounds: int, resident: int, background: int) -> dict[str, Any]:
     """Measure every figure.
 
@@ -402,17 +420,10 @@ def run(work_dir: Path, *, rounds: int, resident: int, background: int) -> dict[
         specs_left += len(list((work_dir / "alone" / "cdi").glob("*.json")))
     finally:
         alone.close()
-    state = StateBench(work_dir)
-    held = _hold(state, background)
-    latency_state = _latencies(state, rounds, f"claim state alone, {background} on the node")
-    _release(state, held)
-    held = _hold(state, resident)
-    latency_state_loaded = _latencies(
-        state, loaded_rounds, f"claim state alone, {resident} on the node"
-    )
-    _release(state, held)
-    errors = bench.errors + alone.errors + state.errors
-    specs_left += len(list((work_dir / "state" / "cdi").glob("*.json")))
+    state = claim_state(work_dir, rounds=rounds, resident=resident, background=background)
+    errors = bench.errors + alone.errors + state["errors"]
+    specs_left += state["cdi_specs_left"]
+    latency_state, latency_state_loaded = state["latency"], state["latency_with_resident"]
     memory = {
         "idle_rss_mb": _megabytes(idle_rss),
         f"rss_with_{resident}_prepared_mb": _megabytes(prepared_rss),
@@ -463,6 +474,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for the test suite")
     parser.add_argument(
+        "--no-gc",
+        action="store_true",
+        help="with --claim-state-only: turn off Python's cyclic garbage collector, to see its "
+        "share of the tail",
+    )
+    parser.add_argument(
+        "--claim-state-only",
+        action="store_true",
+        help="time only the claim state (checkpoint, specs, directories): no gRPC, no API server",
+    )
+    parser.add_argument(
         "--under",
         default="/tmp",  # noqa: S108 - short, for unix socket paths; mkdtemp makes it private
         help="where the node's directories go: its filesystem's fsync is most of a call's cost "
@@ -473,7 +495,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.rounds, args.claims, args.background = 4, 64, 8
     work_dir = Path(tempfile.mkdtemp(prefix="gpb-", dir=args.under))
     try:
-        emit(run(work_dir, rounds=args.rounds, resident=args.claims, background=args.background))
+        sizes = {"rounds": args.rounds, "resident": args.claims, "background": args.background}
+        if args.claim_state_only:
+            configure_logging(level="info", fmt=LogFormat.JSON, stream=io.StringIO())
+            if args.no_gc:
+                gc.disable()
+            emit({"benchmark": "prepare", "machine": machine(), **claim_state(work_dir, **sizes)})
+        else:
+            emit(run(work_dir, **sizes))
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
 
