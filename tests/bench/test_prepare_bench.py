@@ -6,7 +6,7 @@ from bench.smoke import smoke_run
 
 
 def test_prepare_benchmark_smoke_run_prepares_everything_and_cleans_up() -> None:
-    """Every call succeeds in all three modes, every size is measured, memory is read, no spec left."""
+    """Every call succeeds in all three modes, every size is measured, memory read, no spec left."""
     result = smoke_run("prepare.py")
     assert result["benchmark"] == "prepare"
     assert result["errors"] == []
