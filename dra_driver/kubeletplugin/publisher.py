@@ -5,8 +5,9 @@ adding or removing slices, or changing more than one, bumps the pool generation 
 every slice at the new generation, so consumers never mix old and new slices. Slices someone
 deletes are written again. Before the first slice with devices is written, a dry-run create
 checks that the API server keeps the consumable-capacity fields; if it strips them (the
-``DRAConsumableCapacity`` gate is off), sharing cannot work and only an empty slice is
-published, until a periodic re-check finds the gate on.
+``DRAConsumableCapacity`` gate is off, as on 1.34 and 1.35 by default), the cards are published
+as plain devices, each allocated whole, until a periodic re-check finds the gate on and
+publishes them shareable again (same device names: allocations made meanwhile stay valid).
 
 A write that fails with an unknown outcome (a timeout, a broken connection, a 500) may have
 been stored. Slices are created with ``generateName``, so a create repeated blindly would
@@ -171,7 +172,7 @@ class SlicePublisher:
             ):
                 self._probe(desired[0])
             if self._capacity is False:
-                desired = desired_slices(self._names, self._node_name, uid, ())
+                desired = desired_slices(self._names, self._node_name, uid, cards, shared=False)
         self._sync(desired)
         with self._lock:
             if wanted == self._wanted:
@@ -303,7 +304,9 @@ class SlicePublisher:
         previous, self._capacity = self._capacity, supported
         if supported:
             if previous is False:
-                log.info("slices.consumable_capacity_supported", action="publishing devices")
+                log.info(
+                    "slices.consumable_capacity_supported", action="publishing shareable devices"
+                )
             return
         if previous is False:
             log.debug("slices.consumable_capacity_still_unsupported")
@@ -311,8 +314,8 @@ class SlicePublisher:
         git_version = self._git_version()
         message = (
             f"the API server ({git_version}) drops allowMultipleAllocations and requestPolicy "
-            "from ResourceSlice devices, so GPUs cannot be shared; publishing no devices until "
-            f"it keeps them: {ENABLE_GATE_HINT}"
+            "from ResourceSlice devices, so GPUs cannot be shared: publishing each card as a "
+            f"whole device until it keeps them; to share cards, {ENABLE_GATE_HINT}"
         )
         log.error(
             "slices.consumable_capacity_unsupported",

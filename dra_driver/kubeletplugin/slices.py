@@ -88,12 +88,15 @@ def published_memory(card: Card) -> int:
     return card.shareable_memory_bytes
 
 
-def card_device(card: Card, names: DriverNames) -> Object:  # noqa: ARG001 - see below
+def card_device(card: Card, names: DriverNames, *, shared: bool = True) -> Object:  # noqa: ARG001
     """Return the ResourceSlice v1 device of one card.
 
     Attribute and capacity names carry no domain, so they are in the driver's own domain (CEL:
     ``device.attributes["<driver>"].uuid``); ``names`` is taken so that every builder has the
-    same inputs, even though no name here needs qualifying.
+    same inputs, even though no name here needs qualifying. ``shared=False`` gives the plain
+    device of a cluster without consumable capacity: its capacity values, but neither
+    ``allowMultipleAllocations`` nor request policies (which such an API server drops), so
+    that a claim gets the card whole.
     """
     attributes: Object = {
         "uuid": {"string": card.uuid},
@@ -113,6 +116,9 @@ def card_device(card: Card, names: DriverNames) -> Object:  # noqa: ARG001 - see
     if card.numa_node is not None and card.numa_node >= 0:
         attributes["numaNode"] = {"int": card.numa_node}
     memory = format_quantity(published_memory(card), QuantityFormat.BINARY)
+    if not shared:
+        plain = {CORES: {"value": "100"}, MEMORY: {"value": memory}}
+        return {"name": device_name(card), "attributes": attributes, "capacity": plain}
     return {
         "name": device_name(card),
         "allowMultipleAllocations": True,
@@ -184,16 +190,18 @@ def desired_slices(
     cards: Sequence[Card],
     *,
     max_devices: int = MAX_DEVICES_PER_SLICE,
+    shared: bool = True,
 ) -> list[Object]:
     """Return the node's slices for ``cards``: healthy cards in PCI bus order, chunked.
 
     Each slice holds at most ``max_devices`` devices; with no usable card there is exactly
     one slice without devices, which shows the driver is alive. ``spec.pool.generation`` is 0:
-    the publisher sets it. The same input always gives the same output.
+    the publisher sets it. ``shared`` chooses shareable or plain devices (:func:`card_device`).
+    The same input always gives the same output.
     """
     if not 1 <= max_devices <= MAX_DEVICES_PER_SLICE:
         raise ValueError(f"max_devices must be 1 to {MAX_DEVICES_PER_SLICE}, got {max_devices}")
-    devices = [card_device(card, names) for card in usable_cards(cards)]
+    devices = [card_device(card, names, shared=shared) for card in usable_cards(cards)]
     chunks = [devices[i : i + max_devices] for i in range(0, len(devices), max_devices)] or [[]]
     owner = {
         "apiVersion": "v1",
@@ -276,9 +284,14 @@ def _up_to_date(current: Object, want: Object) -> bool:
 
 
 def keeps_capacity(sent: Object, stored: Object) -> bool:
-    """Whether the server kept ``allowMultipleAllocations`` and every ``requestPolicy``."""
+    """Whether the server kept ``allowMultipleAllocations`` and every ``requestPolicy`` sent.
+
+    Plain devices (sent without them) say nothing either way.
+    """
     stored_devices = {d.get("name"): d for d in stored.get("spec", {}).get("devices") or []}
     for device in sent["spec"].get("devices") or []:
+        if not device.get("allowMultipleAllocations"):
+            continue
         got = stored_devices.get(device["name"])
         if got is None or got.get("allowMultipleAllocations") is not True:
             return False

@@ -62,12 +62,17 @@ def node(
     )
 
 
-def slices_of(nodes: Iterable[NodeInventory]) -> list[Object]:
-    """Return the slices the kubelet plugin would publish for these nodes (generation 1)."""
+def slices_of(nodes: Iterable[NodeInventory], *, shared: bool = True) -> list[Object]:
+    """Return the slices the kubelet plugin would publish for these nodes (generation 1).
+
+    ``shared=False``: the plain devices it publishes where the API server has no consumable
+    capacity.
+    """
     published = []
     for inventory in nodes:
+        uid = f"uid-{inventory.name}"
         for index, desired in enumerate(
-            desired_slices(NAMES, inventory.name, f"uid-{inventory.name}", inventory.cards)
+            desired_slices(NAMES, inventory.name, uid, inventory.cards, shared=shared)
         ):
             slice_ = with_generation(desired, 1)
             slice_["metadata"]["name"] = f"{inventory.name}-slice-{index}"

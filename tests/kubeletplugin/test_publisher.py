@@ -16,7 +16,7 @@ from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
 from dra_driver.k8s import raw
 from dra_driver.k8s.settings import ApiTimeouts
 from dra_driver.kubeletplugin.publisher import SlicePublisher
-from dra_driver.kubeletplugin.slices import desired_slices
+from dra_driver.kubeletplugin.slices import desired_slices, slice_name
 from dra_driver.nvml.inventory import Card, Health
 from dra_driver.testing.apiserver import FakeApiServer
 
@@ -233,18 +233,23 @@ def test_a_create_whose_answer_never_comes_is_not_repeated_blindly(
     assert [d["name"] for d in published["spec"]["devices"]] == ["gpu-0"]
 
 
-def test_stripped_capacity_fields_publish_an_empty_slice_and_say_why() -> None:
-    """On 1.35 (gate off) the error is logged with the version, the callback fires, slice empty."""
+def test_stripped_capacity_fields_publish_plain_devices_and_say_why() -> None:
+    """On 1.35 (gate off) each card is a plain device; the error names version and fix."""
     messages: list[str] = []
     with (
         fake_server("1.35") as server,
         capture_logs() as logs,
-        publishing(server, [card(0)], on_capacity_unsupported=messages.append) as publisher,
+        publishing(server, [card(0), card(1)], on_capacity_unsupported=messages.append) as pub,
     ):
-        assert publisher.wait_published(10)
-        assert publisher.consumable_capacity_supported is False
-    (published,) = slices(server)
-    assert published["spec"].get("devices", []) == []
+        assert pub.wait_published(10)
+        assert pub.consumable_capacity_supported is False
+        (published,) = slices(server)
+    devices = published["spec"]["devices"]
+    assert [d["name"] for d in devices] == ["gpu-0", "gpu-1"]
+    for device in devices:
+        assert "allowMultipleAllocations" not in device
+        assert device["capacity"]["cores"] == {"value": "100"}
+        assert set(device["capacity"]["memory"]) == {"value"}
     errors = [e for e in logs if e["event"] == "slices.consumable_capacity_unsupported"]
     assert len(errors) == 1
     assert errors[0]["log_level"] == "error"
@@ -252,27 +257,44 @@ def test_stripped_capacity_fields_publish_an_empty_slice_and_say_why() -> None:
     assert "DRAConsumableCapacity feature gate" in errors[0]["action"]
     assert len(messages) == 1
     assert "v1.35.0" in messages[0]
+    assert "publishing each card as a whole device" in messages[0]
     assert "kube-apiserver, kube-scheduler and kubelet" in messages[0]
 
 
-def test_enabling_the_gate_later_publishes_the_devices() -> None:
-    """The periodic re-check notices the gate turned on and publishes the cards after all."""
+def test_plain_devices_are_not_mistaken_for_a_gate_turned_off_again() -> None:
+    """Writes of plain devices keep the publisher settled: no flapping, one slice, no requeue."""
+    with fake_server("1.35") as server, publishing(server, [card(0)], recheck_seconds=60) as pub:
+        assert pub.wait_published(10)
+        first = slices(server)
+        pub.publish([card(0), card(1)])
+        assert pub.wait_published(10)
+        assert pub.consumable_capacity_supported is False
+    (published,) = slices(server)
+    assert [d["name"] for d in published["spec"]["devices"]] == ["gpu-0", "gpu-1"]
+    assert slice_name(published) == slice_name(first[0])
+
+
+def test_enabling_the_gate_later_makes_the_same_devices_shareable() -> None:
+    """The periodic re-check notices the gate turned on: the same device names, now shareable."""
     with (
         fake_server("1.35") as server,
         publishing(server, [card(0)], recheck_seconds=0.2) as publisher,
     ):
         assert publisher.wait_published(10)
         assert publisher.consumable_capacity_supported is False
+        (plain,) = slices(server)[0]["spec"]["devices"]
         server.app.admission.gates.enabled["DRAConsumableCapacity"] = True
 
-        def devices() -> list[dict[str, Any]] | None:
+        def shareable() -> dict[str, Any] | None:
             found = slices(server)
-            return found[0]["spec"].get("devices") if len(found) == 1 else None
+            devices = found[0]["spec"].get("devices") or [] if len(found) == 1 else []
+            return devices[0] if devices and devices[0].get("allowMultipleAllocations") else None
 
-        (device,) = wait_for(devices, "the device to be published")
+        device = wait_for(shareable, "the device to become shareable")
         supported = wait_for(lambda: publisher.consumable_capacity_supported, "the re-check")
     assert supported is True
-    assert device["allowMultipleAllocations"] is True
+    assert device["name"] == plain["name"]
+    assert "requestPolicy" in device["capacity"]["cores"]
 
 
 def test_stop_is_prompt_and_leaves_no_thread(server: FakeApiServer) -> None:

@@ -312,3 +312,19 @@ def test_keeps_capacity_notices_stripped_fields() -> None:
     no_policy = copy.deepcopy(sent)
     del no_policy["spec"]["devices"][0]["capacity"]["memory"]["requestPolicy"]
     assert not keeps_capacity(sent, no_policy)
+
+
+@pytest.mark.parametrize("version", ["1.34.0", "1.35.0", "1.36.0", "1.37.0"])
+def test_plain_devices_are_valid_and_carry_no_sharing_fields(version: str) -> None:
+    """shared=False: capacity values only, no allowMultipleAllocations; valid on every release."""
+    (plain,) = desired_slices(NAMES, NODE, UID, [card(0), card(1)], shared=False)
+    (shared,) = desired_slices(NAMES, NODE, UID, [card(0), card(1)])
+    for device, twin in zip(plain["spec"]["devices"], shared["spec"]["devices"], strict=True):
+        assert "allowMultipleAllocations" not in device
+        assert (device["name"], device["attributes"]) == (twin["name"], twin["attributes"])
+        assert device["capacity"] == {
+            name: {"value": capacity["value"]} for name, capacity in twin["capacity"].items()
+        }
+    kubernetes_validate.validate(plain, version, strict=True)
+    # Nothing to keep in a plain slice: it never reads as a gate turned off.
+    assert keeps_capacity(plain, copy.deepcopy(plain))

@@ -1,0 +1,93 @@
+"""Clusters without consumable capacity (1.34/1.35 as shipped): whole cards through both paths."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from controller.kit import NAMES, node, slices_of
+from controller.test_controller_e2e import (
+    bound,
+    claims,
+    events_for,
+    gated_pod,
+    running,
+    template,
+)
+
+from dra_driver.api.classes import default_device_classes
+from dra_driver.nvml.inventory import Inventory
+from dra_driver.testing.cluster import FakeCluster
+
+
+@contextmanager
+def plain_cluster(work_dir: Path, cards: int) -> Iterator[FakeCluster]:
+    """Start a 1.35 fake cluster (gate off) whose one node publishes plain devices."""
+    inventory = Inventory(nodes=(node("node-a", cards),))
+    with FakeCluster(inventory, work_dir, kube_version="1.35", kubelets=False) as cluster:
+        plain = slices_of(inventory.nodes, shared=False)
+        cluster.apply([*default_device_classes(NAMES), *plain])
+        yield cluster
+
+
+def taken_devices(cluster: FakeCluster) -> list[str]:
+    """Return the device of every allocation result, one entry per result."""
+    return [
+        result["device"]
+        for claim in claims(cluster)
+        for result in ((claim.get("status") or {}).get("allocation") or {})
+        .get("devices", {})
+        .get("results", [])
+    ]
+
+
+def test_the_controller_gives_whole_plain_cards_and_the_third_pod_waits(work_dir: Path) -> None:
+    """Two gated pods get one plain card each, without shareID; a third waits with a reason."""
+    with plain_cluster(work_dir, 2) as cluster, running(cluster):
+        cluster.apply([template("whole"), gated_pod("a", "whole"), gated_pod("b", "whole")])
+        for name in ("a", "b"):
+            cluster.wait_for(lambda name=name: bound(cluster, name), f"pod {name} to be bound")
+        devices = set()
+        for claim in claims(cluster):
+            (result,) = claim["status"]["allocation"]["devices"]["results"]
+            assert "shareID" not in result
+            devices.add(result["device"])
+        assert devices == {"gpu-0", "gpu-1"}
+        cluster.apply([gated_pod("c", "whole")])
+        cluster.wait_for(
+            lambda: any(e["reason"] == "FailedAllocation" for e in events_for(cluster, "c")),
+            "the third pod's FailedAllocation event",
+        )
+        assert sorted(taken_devices(cluster)) == ["gpu-0", "gpu-1"]  # no card given twice
+
+
+def test_a_share_request_on_such_a_cluster_gets_a_whole_card(work_dir: Path) -> None:
+    """The API server drops the capacity request, so a 30-core claim is a whole-card claim."""
+    with plain_cluster(work_dir, 1) as cluster, running(cluster):
+        cluster.apply([template("share", "30", "5Gi"), gated_pod("s", "share")])
+        cluster.wait_for(lambda: bound(cluster, "s"), "the pod to be bound")
+        (claim,) = claims(cluster)
+        assert "capacity" not in claim["spec"]["devices"]["requests"][0]["exactly"]
+        (result,) = claim["status"]["allocation"]["devices"]["results"]
+        assert (result["device"], "shareID" in result) == ("gpu-0", False)
+
+
+def test_stock_kube_scheduler_allocates_plain_cards_beside_the_controller(work_dir: Path) -> None:
+    """An ungated pod gets a plain card from kube-scheduler; the controller counts it as taken."""
+    with plain_cluster(work_dir, 2) as cluster, running(cluster):
+        cluster.apply([template("whole"), gated_pod("stock", "whole", gated=False)])
+        cluster.wait_for(lambda: bound(cluster, "stock"), "the stock-scheduled pod")
+        cluster.apply([gated_pod("ours", "whole")])
+        cluster.wait_for(lambda: bound(cluster, "ours"), "our pod")
+        cluster.apply([gated_pod("third", "whole")])
+        cluster.wait_for(
+            lambda: any(e["reason"] == "FailedAllocation" for e in events_for(cluster, "third")),
+            "the third pod's FailedAllocation event",
+        )
+        taken = [
+            c["status"]["allocation"]["devices"]["results"][0]["device"]
+            for c in claims(cluster)
+            if (c.get("status") or {}).get("allocation")
+        ]
+        assert sorted(taken) == ["gpu-0", "gpu-1"]
