@@ -43,6 +43,8 @@ class Card:
     product: str
     cores: Fraction
     memory: Fraction
+    shareable: bool = True
+    """False for a plain device: its API server has no consumable capacity (whole cards only)."""
     shares: list[Share] = dataclasses.field(default_factory=list)
 
     @property
@@ -97,6 +99,7 @@ def _cards(names: DriverNames, slices: Iterable[Object]) -> dict[tuple[str, str]
                 product=str((attributes.get("productName") or {}).get("string") or ""),
                 cores=_quantity((capacity.get("cores") or {}).get("value")),
                 memory=_quantity((capacity.get("memory") or {}).get("value")),
+                shareable=device.get("allowMultipleAllocations") is True,
             )
     return cards
 
@@ -184,6 +187,7 @@ def to_json(status: Status) -> dict[str, object]:
             "device": c.device,
             "uuid": c.uuid,
             "product": c.product,
+            "shareable": c.shareable,
             "cores": {
                 "capacity": _cores(c.cores),
                 "used": _cores(c.cores_used),
@@ -245,6 +249,13 @@ def render(status: Status, output: str) -> str:
                 ]
             )
         lines = _table(rows)
+        whole = sorted({c.node for c in status.cards if not c.shareable})
+        if whole:
+            lines += [
+                "",
+                f"whole cards only on {', '.join(whole)}: the API server drops consumable "
+                "capacity (enable the DRAConsumableCapacity feature gate to share cards)",
+            ]
     if status.waiting:
         lines += [
             "",

@@ -10,6 +10,9 @@ import pytest
 from ops.builders import NAMES, claim, pod, seed_cards, share, whole
 
 from dra_driver.cli.main import kubectl_plugin, main
+from dra_driver.kubeletplugin.slices import desired_slices, with_generation
+from dra_driver.nvml.inventory import builtin_inventory
+from dra_driver.plan.inventory import node_object
 from dra_driver.testing.apiserver import FakeApiServer
 
 SECOND_SHARE = "7d3f1c2a-0000-4000-8000-000000000002"
@@ -64,6 +67,7 @@ def test_json_view_counts_shares_whole_cards_and_free_capacity(
     cards = {(c["node"], c["device"]): c for c in view["cards"]}
     assert sorted(cards) == [("node-1", "gpu-0"), ("node-2", "gpu-0"), ("node-2", "gpu-1")]
     shared = cards["node-2", "gpu-0"]
+    assert shared["shareable"] is True
     assert shared["cores"] == {"capacity": "100", "used": "70", "free": "30"}
     assert (shared["memory"]["used"], shared["product"]) == ("6Gi", "Tesla T4")
     assert [(s["claim"], s["pods"], s["wholeCard"]) for s in shared["shares"]] == [
@@ -110,3 +114,23 @@ def test_kubectl_plugin_runs_status_by_default(
     assert capsys.readouterr().out.startswith("NODE")
     assert kubectl_plugin(["-o", "json"]) == 0
     assert "cards" in json.loads(capsys.readouterr().out)
+
+
+def test_plain_devices_are_reported_as_whole_cards_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A node publishing plain devices (no consumable capacity) is named, with the fix."""
+    with FakeApiServer(kube_version="1.35") as server:
+        for node in builtin_inventory("one-node-one-card").nodes:
+            server.create(node_object(node))
+            for slice_ in desired_slices(NAMES, node.name, "uid", node.cards, shared=False):
+                server.create(with_generation(slice_, 1))
+        kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+        assert main(["status", "--kubeconfig", str(kubeconfig)], environ={}) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert "whole cards only on node-1: the API server drops consumable capacity" in "\n".join(
+            lines
+        )
+        assert main(["status", "--kubeconfig", str(kubeconfig), "-o", "json"], environ={}) == 0
+        (card,) = json.loads(capsys.readouterr().out)["cards"]
+        assert card["shareable"] is False
