@@ -17,6 +17,7 @@ from controller.test_controller_e2e import (
 )
 
 from dra_driver.api.classes import default_device_classes
+from dra_driver.kubeletplugin.slices import with_generation
 from dra_driver.nvml.inventory import Inventory
 from dra_driver.testing.cluster import FakeCluster
 
@@ -91,3 +92,30 @@ def test_stock_kube_scheduler_allocates_plain_cards_beside_the_controller(work_d
             if (c.get("status") or {}).get("allocation")
         ]
         assert sorted(taken) == ["gpu-0", "gpu-1"]
+
+
+def test_turning_the_gate_on_keeps_whole_cards_and_shares_the_free_ones(work_dir: Path) -> None:
+    """An upgrade turns the gate on: a card held whole stays held; shares go to the other card."""
+    with plain_cluster(work_dir, 2) as cluster, running(cluster):
+        cluster.apply([template("whole"), gated_pod("held", "whole")])
+        cluster.wait_for(lambda: bound(cluster, "held"), "the whole-card pod")
+        (before,) = claims(cluster)
+        (held,) = before["status"]["allocation"]["devices"]["results"]
+        # The API server now keeps the fields, and the plugin's re-check republishes the same
+        # devices shareable, at the pool's next generation.
+        cluster.server.app.admission.gates.enabled["DRAConsumableCapacity"] = True
+        for slice_ in slices_of([node("node-a", 2)], shared=False):
+            cluster.server.delete("resourceslices", None, slice_["metadata"]["name"])
+        cluster.apply([with_generation(s, 2) for s in slices_of([node("node-a", 2)])])
+        cluster.apply([template("share", "30", "5Gi"), gated_pod("s1", "share")])
+        cluster.apply([gated_pod("s2", "share")])
+        for name in ("s1", "s2"):
+            cluster.wait_for(lambda name=name: bound(cluster, name), f"share pod {name}")
+        after = {c["metadata"]["name"]: c for c in claims(cluster)}
+        assert after[before["metadata"]["name"]]["status"] == before["status"]
+        shares = [c for name, c in after.items() if name != before["metadata"]["name"]]
+        for claim in shares:
+            (result,) = claim["status"]["allocation"]["devices"]["results"]
+            assert result["shareID"]
+            assert result["device"] != held["device"]
+            assert result["consumedCapacity"] == {"cores": "30", "memory": "5Gi"}
