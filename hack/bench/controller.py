@@ -35,7 +35,7 @@ import logging
 import random
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -45,6 +45,7 @@ from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
 from dra_driver.api.classes import default_device_classes
 from dra_driver.logging import configure_logging
 from dra_driver.nvml.inventory import Inventory, builtin_inventory
+from dra_driver.testing.apiserver.app import LoggedRequest
 from dra_driver.testing.cluster import FakeCluster
 from dra_driver.testing.workload import (
     HARNESS_USER_AGENT,
@@ -63,10 +64,55 @@ NAMESPACE: Final = "default"
 MODES: Final = ("controller", "firstfit")
 
 
-def run_mode(
-    mode: str, inventory: Inventory, pods: int, seed: int, timeout: float
+def _critical_path(
+    log: Sequence[LoggedRequest], tracker: Tracker, names: Sequence[str]
 ) -> dict[str, Any]:
-    """Run one mode on a fresh cluster and return its figures."""
+    """Count the driver's requests about each pod (or its claims) from create to ungate.
+
+    The controller makes them one after another for a pod, so their number is the pod's
+    sequential round trips to the API server before kube-scheduler may bind it. List and
+    watch requests name no object and are not counted: they are not on any pod's path.
+    """
+    counts: list[int] = []
+    sequences: dict[int, list[str]] = {}
+    for name in names:
+        times = tracker.times.get(name)
+        if times is None or times.ungated is None:
+            continue
+        created, ungated = times.created, times.ungated
+        path = [
+            f"{r.verb} {r.resource}"
+            for r in log
+            if r.agent != HARNESS_USER_AGENT
+            and created <= r.at <= ungated
+            and (r.name == name or r.name.startswith(f"{name}-"))
+        ]
+        counts.append(len(path))
+        sequences.setdefault(len(path), path)
+    if not counts:
+        return {"pods": 0}
+    ordered = sorted(counts)
+    median = ordered[len(ordered) // 2]
+    return {
+        "pods": len(counts),
+        "p50": median,
+        "max": ordered[-1],
+        "median_sequence": sequences[median],
+    }
+
+
+def _per_pod(counter: Mapping[tuple[str, str, str], int], pods: int) -> dict[str, dict[str, float]]:
+    """Return the requests per allocated pod by client (User-Agent) and ``verb resource``."""
+    table: dict[str, dict[str, float]] = {}
+    for (agent, verb, resource), count in sorted(counter.items()):
+        table.setdefault(agent or "(none)", {})[f"{verb} {resource}"] = round(count / pods, 2)
+    return table
+
+
+def run_mode(
+    mode: str, inventory: Inventory, pods: int, seed: int, timeout: float, *, rate: float = 0.0
+) -> dict[str, Any]:
+    """Run one mode on a fresh cluster and return its figures (``rate``: pods/s, 0 at once)."""
     with (
         tempfile.TemporaryDirectory(prefix="gpushare-bench-") as work,
         FakeCluster(inventory, Path(work), kubelets=False) as cluster,
@@ -83,13 +129,17 @@ def run_mode(
         busy = _Busy(controller.pid if controller else None)
         try:
             cluster.server.reset_requests()
-            tracker.create(wave, NAMES.scheduling_gate if controller else None)
+            log = cluster.server.record_requests()
+            interval = 1.0 / rate if rate > 0 else 0.0
+            tracker.create(wave, NAMES.scheduling_gate if controller else None, interval)
             tracker.wait("allocated", wave.pods, timeout)
             cpu = busy.since_start()
             by_resource = dict(cluster.server.requests)
             by_agent = dict(cluster.server.requests_by_agent)
+            by_agent_verb = dict(cluster.server.requests_by_agent_verb)
             tracker.wait("bound", wave.pods, timeout)
             rss = controller.rss_bytes() if controller else 0
+            critical = _critical_path(list(log), tracker, [p.name for p in wave.pods])
         finally:
             tracker.stop()
             if controller is not None:
@@ -114,6 +164,12 @@ def run_mode(
             "per_allocation": round(total / allocated, 2) if allocated else 0.0,
             "driver_per_allocation": round(driver / allocated, 2) if allocated else 0.0,
             "by_verb_resource": {f"{v} {r}": n for (v, r), n in sorted(by_resource.items())},
+            "per_pod_by_client": _per_pod(by_agent_verb, allocated) if allocated else {},
+            "driver_round_trips_create_to_ungate": critical,
+        },
+        "cpu_ms_per_pod": {
+            part: round(seconds * 1000 / allocated, 1) if allocated else 0.0
+            for part, seconds in cpu.items()
         },
         "cpu_s": cpu,
         "controller_rss_bytes": rss,
@@ -158,6 +214,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Run both modes, print a table, then the JSON line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pods", type=int, default=400, help="pods created at once")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="paced mode: create the pods at this many per second (below saturation) instead "
+        "of all at once",
+    )
     parser.add_argument("--nodes", type=int, default=100, help="nodes of hundred-nodes used")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds per wait")
@@ -178,7 +241,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     results = {}
     for mode in MODES:
-        results[mode] = run_mode(mode, inventory, args.pods, args.seed, args.timeout)
+        results[mode] = run_mode(
+            mode, inventory, args.pods, args.seed, args.timeout, rate=args.rate
+        )
         print(_row(mode, results[mode]), flush=True)
     ours, baseline = results["controller"], results["firstfit"]
     emit(
@@ -186,6 +251,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "benchmark": "controller",
             "machine": machine(),
             "nodes": len(inventory.nodes),
+            "rate_pods_per_s": args.rate or None,
             "cards": sum(len(n.cards) for n in inventory.nodes),
             "modes": results,
             "controller_vs_firstfit": {

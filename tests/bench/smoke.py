@@ -11,10 +11,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def smoke_run(script: str, timeout: float = 100) -> dict[str, Any]:
-    """Run ``hack/bench/<script> --smoke``; fail on a non-zero exit; return the last line."""
+def smoke_run(script: str, *args: str, timeout: float = 100) -> dict[str, Any]:
+    """Run ``hack/bench/<script> --smoke [args]``; fail on a non-zero exit; return the last line."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "hack" / "bench" / script), "--smoke"],
+        [sys.executable, str(ROOT / "hack" / "bench" / script), "--smoke", *args],
         capture_output=True,
         text=True,
         check=True,

@@ -26,8 +26,31 @@ def test_controller_benchmark_smoke_run_allocates_every_pod_in_both_modes() -> N
     # Only the controller's client is not the harness's, and it writes for every pod.
     assert controller["requests"]["driver_per_allocation"] >= 3
     assert firstfit["requests"]["driver_per_allocation"] == 0
+    # Each pod's path to its ungating goes through the controller's writes, in order.
+    path = controller["requests"]["driver_round_trips_create_to_ungate"]
+    assert path["pods"] == 40
+    assert 1 <= path["p50"] <= path["max"]
+    assert len(path["median_sequence"]) == path["p50"]
+    assert path["median_sequence"][-1] == "update pods"  # the gate comes off last
+    stock = firstfit["requests"]["driver_round_trips_create_to_ungate"]
+    assert (stock["p50"], stock["max"]) == (0, 0)  # no driver on the stock path
+    clients = controller["requests"]["per_pod_by_client"]
+    ours = next(agent for agent in clients if agent.startswith("gpushare-dra-controller/"))
+    assert clients[ours]["update resourceclaims/status"] >= 1
     assert controller["latency_ungated"]["count"] == 40
     assert firstfit["latency_ungated"]["count"] == 0
     assert controller["controller_rss_bytes"] > 0
     ratio = result["controller_vs_firstfit"]
     assert ratio["throughput"] == round(controller["pods_per_s"] / firstfit["pods_per_s"], 3)
+
+
+def test_paced_mode_spaces_the_pods_and_reports_the_same_figures() -> None:
+    """--rate 20 creates the 40 pods over about 2 s; every figure is there for both modes."""
+    result = smoke_run("controller.py", "--rate", "20")
+    assert result["rate_pods_per_s"] == 20
+    for mode, figures in result["modes"].items():
+        assert figures["allocated"] == 40, mode
+        # 39 gaps of 50 ms between the first create and the last: pacing, not a burst.
+        assert figures["seconds"] >= 1.9, mode
+        assert figures["cpu_ms_per_pod"]["harness"] > 0, mode
+    assert result["modes"]["controller"]["latency_ungated"]["count"] == 40

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import traceback
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from dra_driver.testing.apiserver import binding, discovery, errors, patch
 from dra_driver.testing.apiserver.deletes import Deleter
@@ -25,6 +26,16 @@ JSON = dict[str, Any]
 LOG: Final = logging.getLogger("dra_driver.testing.apiserver")
 _DUMPS: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 BOOTSTRAP_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+class LoggedRequest(NamedTuple):
+    """One request as served: when (monotonic seconds), by whom, what, on which object."""
+
+    at: float
+    agent: str
+    verb: str
+    resource: str
+    name: str
 
 
 @dataclass
@@ -107,6 +118,9 @@ class ApiApp:
         self.faults = Faults()
         self.requests: Counter[tuple[str, str]] = Counter()
         self.requests_by_agent: Counter[str] = Counter()
+        self.requests_by_agent_verb: Counter[tuple[str, str, str]] = Counter()
+        self.request_log: list[LoggedRequest] | None = None
+        """Every request in order, while a benchmark asks for it (``None``: not recorded)."""
         self.internal_errors: list[str] = []
         self.stopping = threading.Event()
         self.bookmark_interval = 5.0
@@ -117,10 +131,15 @@ class ApiApp:
             self.writer.create(namespaces, "", {"metadata": {"name": name}})
 
     def count(self, info: RequestInfo, user_agent: str) -> None:
-        """Record one request by (verb, resource) and by the client's User-Agent."""
+        """Record one request by (verb, resource), by User-Agent, and both; log it if asked."""
         with self._count_lock:
             self.requests[(info.verb, info.resource)] += 1
             self.requests_by_agent[user_agent] += 1
+            self.requests_by_agent_verb[(user_agent, info.verb, info.resource)] += 1
+            if self.request_log is not None:
+                self.request_log.append(
+                    LoggedRequest(time.monotonic(), user_agent, info.verb, info.resource, info.name)
+                )
 
     def execute(self, info: RequestInfo, raw: bytes, content_type: str) -> Response:
         """Run one non-watch request; API errors become Status responses."""

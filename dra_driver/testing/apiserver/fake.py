@@ -14,7 +14,7 @@ from kubernetes import client
 from dra_driver.k8s.client import TimedApiClient, bounded_retries
 from dra_driver.k8s.settings import ApiTimeouts
 from dra_driver.testing.apiserver import binding, kubeconfig, patch
-from dra_driver.testing.apiserver.app import ApiApp
+from dra_driver.testing.apiserver.app import ApiApp, LoggedRequest
 from dra_driver.testing.apiserver.faults import Faults
 from dra_driver.testing.apiserver.reads import ListOptions, list_objects
 from dra_driver.testing.apiserver.resources import REGISTRY, ResourceType
@@ -169,10 +169,21 @@ class FakeApiServer:
         """Return the requests served by the client's ``User-Agent`` header (``""``: none sent)."""
         return self.app.requests_by_agent
 
+    @property
+    def requests_by_agent_verb(self) -> Counter[tuple[str, str, str]]:
+        """Return the requests served by ``(User-Agent, verb, resource)``."""
+        return self.app.requests_by_agent_verb
+
+    def record_requests(self) -> list[LoggedRequest]:
+        """Log every request from now on, in order; return the (growing) log."""
+        self.app.request_log = []
+        return self.app.request_log
+
     def reset_requests(self) -> None:
-        """Zero the request counters."""
+        """Zero the request counters (a log being recorded goes on)."""
         self.app.requests.clear()
         self.app.requests_by_agent.clear()
+        self.app.requests_by_agent_verb.clear()
 
     @property
     def faults(self) -> Faults:
