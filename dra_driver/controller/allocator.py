@@ -109,6 +109,10 @@ class Allocator:
         if not objects.has_scheduling_gate(pod, self._names.scheduling_gate):
             self._ungated.pop(key, None)
             return
+        if self._ungated.get(key) == objects.uid(pod):
+            # Ungated by us; this copy is older than the watch event that will say so (a claim
+            # event requeued the pod). Gates are never added back, so there is nothing to do.
+            return
         if objects.is_deleting(pod):
             return
         with bound(pod="/".join(key), pod_uid=objects.uid(pod)):

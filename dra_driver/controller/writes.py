@@ -29,7 +29,12 @@ from typing import Any, Final
 from kubernetes import client
 
 from dra_driver.k8s import objects, raw
-from dra_driver.k8s.errors import ApiError, ConflictError, NotFoundError, RetryableError
+from dra_driver.k8s.errors import (
+    ApiError,
+    InvalidError,
+    NotFoundError,
+    RetryableError,
+)
 from dra_driver.k8s.informer import object_key
 from dra_driver.logging import get_logger
 
@@ -166,10 +171,12 @@ class ClaimWriter:
     def remove_gate(self, pod: Object, gate: str) -> bool:
         """Remove ``gate`` from the pod; return whether this call removed it.
 
-        ``pod`` may be a stale cached copy; a conflict re-reads the pod from the API server
-        (status updates by others are not ours to lose) and tries again a few times before
-        leaving the retry to the caller. A pod that is gone, or already ungated, is not an
-        error: someone else got there first.
+        A JSON patch that holds only while the pod is the same object (UID) with the gates as
+        read: status updates by others (kube-scheduler marks a gated pod) do not conflict with
+        it, as a whole-object update would. ``pod`` may be a stale cached copy; when the gates
+        changed meanwhile the pod is read again and the patch retried a few times, before the
+        retry is left to the caller. A pod that is gone, or already ungated, is not an error:
+        someone else got there first.
         """
         current: Object | None = pod
         for attempt in range(_GATE_RETRIES):
@@ -180,17 +187,29 @@ class ClaimWriter:
             ):
                 return False
             namespace, name = object_key(current)
-            body = copy.deepcopy(current)
-            body["spec"]["schedulingGates"] = [
-                g for g in body["spec"]["schedulingGates"] if g.get("name") != gate
+            gates = current["spec"]["schedulingGates"]
+            patch = [
+                {"op": "test", "path": "/metadata/uid", "value": objects.uid(pod)},
+                {"op": "test", "path": "/spec/schedulingGates", "value": gates},
+                {
+                    "op": "replace",
+                    "path": "/spec/schedulingGates",
+                    "value": [g for g in gates if g.get("name") != gate],
+                },
             ]
             try:
-                raw.call(self._core.replace_namespaced_pod, name, namespace, body)
+                raw.call(
+                    self._core.patch_namespaced_pod,
+                    name,
+                    namespace,
+                    patch,
+                    _content_type=raw.JSON_PATCH,
+                )
             except RetryableError:
                 if self._gate_gone(pod, gate):
                     return True
                 raise
-            except ConflictError:
+            except InvalidError:  # a test failed: the gates (or the object) changed
                 if attempt == _GATE_RETRIES - 1:
                     raise
                 current = self.read_pod(namespace, name)

@@ -31,12 +31,14 @@ def test_controller_benchmark_smoke_run_allocates_every_pod_in_both_modes() -> N
     assert path["pods"] == 40
     assert 1 <= path["p50"] <= path["max"]
     assert len(path["median_sequence"]) == path["p50"]
-    assert path["median_sequence"][-1] == "update pods"  # the gate comes off last
+    assert path["median_sequence"][-1] == "patch pods"  # the gate comes off last
     stock = firstfit["requests"]["driver_round_trips_create_to_ungate"]
     assert (stock["p50"], stock["max"]) == (0, 0)  # no driver on the stock path
     clients = controller["requests"]["per_pod_by_client"]
     ours = next(agent for agent in clients if agent.startswith("gpushare-dra-controller/"))
     assert clients[ours]["update resourceclaims/status"] >= 1
+    # The gate comes off with a JSON patch that status updates do not conflict with.
+    assert clients[ours]["patch pods"] == 1.0
     assert controller["latency_ungated"]["count"] == 40
     assert firstfit["latency_ungated"]["count"] == 0
     assert controller["controller_rss_bytes"] > 0

@@ -82,8 +82,8 @@ def no_loop_stalled(replica: Controller) -> None:
     [
         ("update", "resourceclaims/status", True),  # the allocation stored, its answer lost
         ("update", "resourceclaims", False),  # the commit (finalizer) swallowed
-        ("update", "pods", False),  # the gate removal swallowed
-        ("update", "pods", True),  # the pod ungated, its answer lost
+        ("patch", "pods", False),  # the gate removal swallowed
+        ("patch", "pods", True),  # the pod ungated, its answer lost
     ],
     ids=["allocation-answer-lost", "commit-swallowed", "ungate-swallowed", "ungate-answer-lost"],
 )
