@@ -30,6 +30,7 @@ class Reason(StrEnum):
     REQUIRED_VALUE = "Required value"
     TOO_LONG = "Too long"
     INVALID_JSON = "Invalid JSON"
+    FORBIDDEN = "Forbidden"
 
 
 class ConfigError(ValueError):

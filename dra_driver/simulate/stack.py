@@ -57,14 +57,14 @@ class StackError(Exception):
 def webhook_configurations(names: DriverNames, port: int, ca_bundle: bytes) -> list[Object]:
     """Return the chart's webhook configurations, pointed at the local webhook's port."""
 
-    def hook(operation: str, rules: list[Object]) -> Object:
+    def hook(name: str, path: str, rule: Object) -> Object:
         return {
-            "name": f"{operation}.{names.driver}",
+            "name": f"{name}.{names.driver}",
             "clientConfig": {
-                "url": f"https://127.0.0.1:{port}/{operation}",
+                "url": f"https://127.0.0.1:{port}/{path}",
                 "caBundle": base64.b64encode(ca_bundle).decode(),
             },
-            "rules": rules,
+            "rules": [{"operations": ["CREATE"], "apiVersions": ["v1"], **rule}],
             "failurePolicy": "Ignore",
             "timeoutSeconds": _WEBHOOK_TIMEOUT_SECONDS,
             "sideEffects": "None",
@@ -76,18 +76,17 @@ def webhook_configurations(names: DriverNames, port: int, ca_bundle: bytes) -> l
         "apiGroups": ["resource.k8s.io"],
         "resources": ["resourceclaims", "resourceclaimtemplates"],
     }
+    mutating = [hook("mutate", "mutate", pods), hook("capacity", "mutate", claims)]
     return [
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": kind,
             "metadata": {"name": names.driver},
-            "webhooks": [
-                hook(operation, [{"operations": ["CREATE"], "apiVersions": ["v1"], **rule}])
-            ],
+            "webhooks": webhooks,
         }
-        for kind, operation, rule in (
-            ("MutatingWebhookConfiguration", "mutate", pods),
-            ("ValidatingWebhookConfiguration", "validate", claims),
+        for kind, webhooks in (
+            ("MutatingWebhookConfiguration", mutating),
+            ("ValidatingWebhookConfiguration", [hook("validate", "validate", claims)]),
         )
     ]
 

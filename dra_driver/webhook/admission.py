@@ -25,6 +25,7 @@ from dra_driver.webhook import review
 from dra_driver.webhook.capacity import Limits
 from dra_driver.webhook.claims import validate_claim_spec
 from dra_driver.webhook.containers import container_problems
+from dra_driver.webhook.dropped import dropped_capacity
 from dra_driver.webhook.pods import PodContext, cached_or_fetched, gate_patch, once
 from dra_driver.webhook.review import AdmissionRequest, MalformedReviewError
 
@@ -102,7 +103,7 @@ class Admission:
         return self._answer(body, self._validate)
 
     def mutate(self, body: bytes) -> Outcome:
-        """Answer a mutating review of a pod."""
+        """Answer a mutating review of a pod, or of a claim or template before fields drop."""
         return self._answer(body, self._mutate)
 
     def _answer(self, body: bytes, decide: Decide) -> Outcome:
@@ -124,20 +125,10 @@ class Admission:
         return Outcome(HTTPStatus.OK, answer, request.kind, result)
 
     def _validate(self, request: AdmissionRequest) -> tuple[bytes, str]:
-        obj = request.object
-        spec_path = {"ResourceClaim": "spec", "ResourceClaimTemplate": "spec.spec"}.get(
-            request.kind
-        )
-        if (
-            request.operation != _CREATE
-            or obj is None
-            or spec_path is None
-            or (request.group, request.version) != (RESOURCE_GROUP, RESOURCE_VERSION)
-        ):
+        found = _claim_spec(request)
+        if found is None:
             return review.allowed(request.uid), "allowed"
-        spec = obj.get("spec") or {}
-        if spec_path == "spec.spec":
-            spec = spec.get("spec") or {}
+        obj, spec_path, spec = found
         errors = validate_claim_spec(
             spec,
             path=spec_path,
@@ -157,6 +148,20 @@ class Admission:
         return review.denied(request.uid, errors), "denied"
 
     def _mutate(self, request: AdmissionRequest) -> tuple[bytes, str]:
+        found = _claim_spec(request)
+        if found is not None:
+            _, spec_path, spec = found
+            errors = dropped_capacity(
+                spec,
+                path=spec_path,
+                names=self._names,
+                classes=self._cluster.device_classes(),
+                limits=self._cluster.limits(),
+            )
+            if not errors:
+                return review.allowed(request.uid), "allowed"
+            log.info("webhook.capacity_dropped", kind=request.kind, name=request.name)
+            return review.denied(request.uid, errors), "denied"
         pod = request.object
         if (
             request.operation != _CREATE
@@ -179,6 +184,23 @@ class Admission:
             return review.allowed(request.uid), "allowed"
         log.info("webhook.gated", namespace=request.namespace, name=request.name)
         return review.patched(request.uid, patch), "patched"
+
+
+def _claim_spec(request: AdmissionRequest) -> tuple[Object, str, Object] | None:
+    """Return the object, the path of its claim spec and the spec of a claim or template create."""
+    obj = request.object
+    spec_path = {"ResourceClaim": "spec", "ResourceClaimTemplate": "spec.spec"}.get(request.kind)
+    if (
+        request.operation != _CREATE
+        or obj is None
+        or spec_path is None
+        or (request.group, request.version) != (RESOURCE_GROUP, RESOURCE_VERSION)
+    ):
+        return None
+    spec = obj.get("spec") or {}
+    if spec_path == "spec.spec":
+        spec = spec.get("spec") or {}
+    return obj, spec_path, spec
 
 
 def _failure(status: HTTPStatus, message: str, kind: str) -> Outcome:

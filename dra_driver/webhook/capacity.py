@@ -40,6 +40,9 @@ class Limits:
 
     largest_memory: int | None = None
     most_cards: int | None = None
+    shareable: bool | None = None
+    """Whether the cards are published shareable; ``False`` when every card is a plain device
+    (the API server has no consumable capacity), ``None`` when no card is known."""
 
 
 def limits_from_slices(slices: Iterable[Mapping[str, Any]]) -> Limits:
@@ -56,8 +59,10 @@ def limits_from_slices(slices: Iterable[Mapping[str, Any]]) -> Limits:
         elif generation == known[0]:
             known[1].extend(devices)
     largest = 0
+    shareable: bool | None = None
     for _, devices in pools.values():
         for device in devices:
+            shareable = bool(shareable) or device.get("allowMultipleAllocations") is True
             value = ((device.get("capacity") or {}).get(MEMORY) or {}).get("value")
             try:
                 largest = max(largest, int(parse_quantity(str(value))))
@@ -65,7 +70,7 @@ def limits_from_slices(slices: Iterable[Mapping[str, Any]]) -> Limits:
                 continue  # not one of our cards; the API server keeps ours well-formed
     most = max((len(devices) for _, devices in pools.values()), default=0)
     # Pools without a single card say nothing about what a card could hold.
-    return Limits(largest_memory=largest or None, most_cards=most or None)
+    return Limits(largest_memory=largest or None, most_cards=most or None, shareable=shareable)
 
 
 def invalid(field: str, shown: str, rule: str) -> str:

@@ -77,7 +77,9 @@ def test_matrix_cases_render_what_they_switch(rendered: Callable[[str], Rendered
     assert "ValidatingWebhookConfiguration" not in kinds["webhook-off"]
     assert {"Certificate", "Issuer", "ServiceMonitor"} <= kinds["cert-manager"]
     assert "Secret" not in kinds["cert-manager"]
-    assert "MutatingWebhookConfiguration" not in kinds["all-options"]
+    # all-options turns the gate off: only the capacity check is left in the mutating hook.
+    (mutating,) = rendered("all-options").of_kind("MutatingWebhookConfiguration")
+    assert [hook["name"] for hook in mutating["webhooks"]] == ["capacity.gpushare.dra.dev"]
     assert "Issuer" not in kinds["all-options"]  # a ClusterIssuer of the user's is referenced
     assert len(rendered("all-options").of_kind("DaemonSet")) == 2  # plugin and installer
     options = rendered("operator-options")

@@ -33,9 +33,15 @@ SERVICE = "gpushare-webhook"
 DNS_NAMES = [f"{SERVICE}.{NAMESPACE}.svc", f"{SERVICE}.{NAMESPACE}.svc.cluster.local"]
 
 
-def webhook(r: Rendered, kind: str) -> dict[str, Any]:
-    (hook,) = r.one(kind)["webhooks"]
-    return hook
+def webhook(r: Rendered, kind: str, prefix: str = "") -> dict[str, Any]:
+    """Return the configuration's webhook whose name starts with ``prefix``.
+
+    The default is the one webhook of the validating configuration and the pod gate of the
+    mutating one (which also holds ``capacity.<driver>``).
+    """
+    prefix = prefix or ("gate." if kind == "MutatingWebhookConfiguration" else "validate.")
+    (hook,) = [h for h in r.one(kind)["webhooks"] if h["name"].startswith(prefix)]
+    return dict(hook)
 
 
 @pytest.mark.parametrize(
@@ -230,11 +236,23 @@ def test_webhook_off_removes_every_webhook_piece(rendered: Callable[[str], Rende
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
 
 
-def test_gate_off_keeps_validation_only(helm: Path) -> None:
-    """gate.enabled=false drops the mutating webhook and keeps the validating one."""
+def test_gate_off_keeps_validation_and_the_capacity_check_only(helm: Path) -> None:
+    """gate.enabled=false drops the pod gate; claims are still validated and capacity-checked."""
     r = render(helm, {"gate": {"enabled": False}})
-    assert r.of_kind("MutatingWebhookConfiguration") == []
+    (mutating,) = r.of_kind("MutatingWebhookConfiguration")
+    assert [h["name"] for h in mutating["webhooks"]] == ["capacity.gpushare.dra.dev"]
     assert webhook(r, "ValidatingWebhookConfiguration")["name"] == "validate.gpushare.dra.dev"
+
+
+def test_the_capacity_webhook_sees_claims_before_the_api_server_drops_fields(helm: Path) -> None:
+    """capacity.<driver> is a mutating hook on claim and template creates, sent to /mutate."""
+    hook = webhook(render(helm, {}), "MutatingWebhookConfiguration", "capacity.")
+    (rule,) = hook["rules"]
+    assert rule["resources"] == ["resourceclaims", "resourceclaimtemplates"]
+    assert (rule["apiGroups"], rule["operations"]) == (["resource.k8s.io"], ["CREATE"])
+    assert hook["clientConfig"]["service"]["path"] == "/mutate"
+    assert hook["reinvocationPolicy"] == "Never"  # it never changes the object
+    assert "matchConditions" not in hook
 
 
 def test_webhook_policy_values_reach_both_configurations(helm: Path) -> None:

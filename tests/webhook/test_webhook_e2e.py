@@ -30,9 +30,9 @@ GATE = NAMES.scheduling_gate
 def configurations(port: int, ca_bundle: bytes) -> list[Object]:
     """Return the webhook configurations the chart installs, pointed at a local port."""
 
-    def hook(path: str, rules: list[Object]) -> Object:
+    def hook(path: str, rules: list[Object], name: str = "") -> Object:
         return {
-            "name": f"{path}.{NAMES.driver}",
+            "name": f"{name or path}.{NAMES.driver}",
             "clientConfig": {
                 "url": f"https://127.0.0.1:{port}/{path}",
                 "caBundle": base64.b64encode(ca_bundle).decode(),
@@ -60,7 +60,7 @@ def configurations(port: int, ca_bundle: bytes) -> list[Object]:
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingWebhookConfiguration",
             "metadata": {"name": "gpushare"},
-            "webhooks": [hook("mutate", pods)],
+            "webhooks": [hook("mutate", pods), hook("mutate", claims_rule, "capacity")],
         },
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
@@ -72,11 +72,17 @@ def configurations(port: int, ca_bundle: bytes) -> list[Object]:
 
 
 @contextmanager
-def webhooked(work_dir: Path) -> Iterator[tuple[FakeCluster, Webhook]]:
-    """Yield a two-card cluster with our classes, the webhook registered, and the controller."""
+def webhooked(work_dir: Path, kube_version: str = "1.36") -> Iterator[tuple[FakeCluster, Webhook]]:
+    """Yield a two-card cluster with our classes, the webhook registered, and the controller.
+
+    Before 1.36 the API server has no consumable capacity, and the cards are published plain,
+    as the kubelet plugin does there.
+    """
     inventory = Inventory(nodes=(node("node-a", 2),))
-    with FakeCluster(inventory, work_dir, kubelets=False) as cluster:
-        cluster.apply([*default_device_classes(NAMES), *slices_of(inventory.nodes)])
+    with FakeCluster(inventory, work_dir, kube_version=kube_version, kubelets=False) as cluster:
+        shared = kube_version >= "1.36"
+        slices = slices_of(inventory.nodes, shared=shared)
+        cluster.apply([*default_device_classes(NAMES), *slices])
         cert, key, _ = write_certificate(work_dir)
         webhook = serve(
             NAMES,
@@ -153,3 +159,25 @@ def test_a_webhook_outage_falls_back_to_stock_scheduling(work_dir: Path) -> None
         (claim,) = claims(cluster)
         assert NAMES.finalizer not in claim["metadata"]["finalizers"]
         assert claim["status"]["allocation"]
+
+
+def test_a_share_request_is_refused_where_the_api_server_would_drop_it(work_dir: Path) -> None:
+    """On 1.35 without the gate a capacity request is refused before it is silently dropped."""
+    with webhooked(work_dir, kube_version="1.35") as (cluster, _):
+        with pytest.raises(ApiError) as refused:
+            cluster.apply([template("share", "30", "5Gi")])
+        message = str(refused.value)
+        assert 'admission webhook "capacity.gpushare.dra.dev" denied the request' in message
+        assert "DRAConsumableCapacity feature gate is off" in message
+        # A whole-card request is what such a cluster can give, and it runs.
+        cluster.apply([template("whole"), gated_pod("p", "whole")])
+        pod = cluster.wait_for(lambda: bound(cluster, "p"), "the whole-card pod")
+        assert pod["spec"]["nodeName"] == "node-a"
+
+
+def test_the_same_share_request_passes_where_cards_are_shareable(work_dir: Path) -> None:
+    """On 1.36 the capacity webhook lets the 30-core template through unchanged."""
+    with webhooked(work_dir) as (cluster, _):
+        (stored,) = cluster.apply([template("share", "30", "5Gi")])
+        requests = stored["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+        assert requests["capacity"] == {"requests": {"cores": "30", "memory": "5Gi"}}
