@@ -136,8 +136,9 @@ def run_mode(
             cpu = busy.since_start()
             by_resource = dict(cluster.server.requests)
             by_agent = dict(cluster.server.requests_by_agent)
-            by_agent_verb = dict(cluster.server.requests_by_agent_verb)
             tracker.wait("bound", wave.pods, timeout)
+            # After binding: every pod's whole path, its ungating included.
+            by_agent_verb = dict(cluster.server.requests_by_agent_verb)
             rss = controller.rss_bytes() if controller else 0
             critical = _critical_path(list(log), tracker, [p.name for p in wave.pods])
         finally:

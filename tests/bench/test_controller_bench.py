@@ -37,8 +37,9 @@ def test_controller_benchmark_smoke_run_allocates_every_pod_in_both_modes() -> N
     clients = controller["requests"]["per_pod_by_client"]
     ours = next(agent for agent in clients if agent.startswith("gpushare-dra-controller/"))
     assert clients[ours]["update resourceclaims/status"] >= 1
-    # The gate comes off with a JSON patch that status updates do not conflict with.
-    assert clients[ours]["patch pods"] == 1.0
+    # The gate comes off with a JSON patch that status updates do not conflict with: one per
+    # pod (a retry after a timed-out patch is the only second one), not the 1.6 of an update.
+    assert 1.0 <= clients[ours]["patch pods"] < 1.5
     assert controller["latency_ungated"]["count"] == 40
     assert firstfit["latency_ungated"]["count"] == 0
     assert controller["controller_rss_bytes"] > 0
