@@ -26,6 +26,7 @@ from kubernetes import client
 from dra_driver.api import DriverNames
 from dra_driver.k8s import objects, raw
 from dra_driver.k8s.errors import InvalidError, NotFoundError
+from dra_driver.k8s.informer import object_key
 
 Object = dict[str, Any]
 _ATTEMPTS: Final = 3
@@ -64,13 +65,8 @@ class CleanupReport:
         return "\n".join(lines)
 
 
-def _where(obj: Object) -> tuple[str, str]:
-    metadata = obj["metadata"]
-    return str(metadata.get("namespace") or ""), str(metadata["name"])
-
-
 def _key(obj: Object) -> str:
-    return "/".join(_where(obj))
+    return "/".join(object_key(obj))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,7 +120,7 @@ class Cleaner:
             kept = [f for f in finalizers if f != self.names.finalizer]
             return [{"op": "replace", "path": "/metadata/finalizers", "value": kept}]
 
-        namespace, name = _where(claim)
+        namespace, name = object_key(claim)
         return self._patched(
             claim,
             patch,
@@ -146,7 +142,7 @@ class Cleaner:
                 return None
             return [{"op": "replace", "path": "/spec/schedulingGates", "value": kept}]
 
-        namespace, name = _where(pod)
+        namespace, name = object_key(pod)
         return self._patched(
             pod,
             patch,

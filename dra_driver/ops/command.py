@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Final
+from typing import Final, TextIO
 
 from kubernetes import client
 
 from dra_driver.api import DriverNames
 from dra_driver.k8s import raw
-from dra_driver.k8s.client import ClientConfigError, new_api_client
+from dra_driver.k8s.client import ClientConfigError, TimedApiClient, new_api_client
 from dra_driver.k8s.errors import ApiError
 from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.ops.cleanup import Cleaner, CleanupError
@@ -26,16 +26,23 @@ def _items(listed: dict[str, object]) -> list[dict[str, object]]:
     return list(items) if isinstance(items, list) else []
 
 
+def _api_client(command: str, kubeconfig: str | None, err: TextIO) -> TimedApiClient | None:
+    """Return a client for ``kubeconfig`` (else the pod's account); ``None`` after saying why."""
+    try:
+        return new_api_client(KubeClientSettings(kubeconfig=kubeconfig), command)
+    except ClientConfigError as exc:
+        print(f"gpushare-dra {command}: error: {exc}", file=err)
+        return None
+
+
 def cleanup(names: DriverNames, settings: CleanupSettings) -> int:
     """Wait for the driver's pods to go, then remove its finalizers and gates; print a report."""
     out, err = sys.stdout, sys.stderr
     if settings.wait_for_pods and not settings.namespace:
         print("gpushare-dra cleanup: error: --wait-for-pods needs --namespace", file=err)
         return EXIT_USAGE
-    try:
-        api_client = new_api_client(KubeClientSettings(kubeconfig=settings.kubeconfig), "cleanup")
-    except ClientConfigError as exc:
-        print(f"gpushare-dra cleanup: error: {exc}", file=err)
+    api_client = _api_client("cleanup", settings.kubeconfig, err)
+    if api_client is None:
         return EXIT_USAGE
     with api_client:
         cleaner = Cleaner(api_client, names)
@@ -61,10 +68,8 @@ def cleanup(names: DriverNames, settings: CleanupSettings) -> int:
 def status(names: DriverNames, settings: StatusSettings) -> int:
     """Print the cards, what holds them and the waiting pods; read-only."""
     out, err = sys.stdout, sys.stderr
-    try:
-        api_client = new_api_client(KubeClientSettings(kubeconfig=settings.kubeconfig), "status")
-    except ClientConfigError as exc:
-        print(f"gpushare-dra status: error: {exc}", file=err)
+    api_client = _api_client("status", settings.kubeconfig, err)
+    if api_client is None:
         return EXIT_USAGE
     with api_client:
         resource, core = client.ResourceV1Api(api_client), client.CoreV1Api(api_client)

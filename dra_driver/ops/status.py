@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
 
 from dra_driver.api import DriverNames
 from dra_driver.k8s import objects
+from dra_driver.k8s.informer import object_key
 from dra_driver.k8s.quantity import QuantityError, QuantityFormat, format_quantity, parse_quantity
 
-Object = Mapping[str, Any]
+Object = dict[str, Any]
 _ZERO = Fraction(0)
 
 
@@ -107,8 +108,7 @@ def _cards(names: DriverNames, slices: Iterable[Object]) -> dict[tuple[str, str]
 def _add_shares(names: DriverNames, cards: dict[tuple[str, str], Card], claim: Object) -> None:
     status = claim.get("status") or {}
     results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
-    metadata = claim.get("metadata") or {}
-    key = f"{metadata.get('namespace')}/{metadata.get('name')}"
+    key = "/".join(object_key(claim))
     pods = tuple(sorted(str(r.get("name")) for r in status.get("reservedFor") or []))
     for result in results:
         card = cards.get((str(result.get("pool")), str(result.get("device"))))
@@ -156,16 +156,13 @@ def cluster_status(
     waiting = []
     for pod in pods:
         spec = pod.get("spec") or {}
-        gated = objects.has_scheduling_gate(dict(pod), names.scheduling_gate)
+        gated = objects.has_scheduling_gate(pod, names.scheduling_gate)
         if spec.get("nodeName") or not (gated or spec.get("resourceClaims")):
             continue
-        metadata = pod.get("metadata") or {}
-        reason = reasons.get(str(metadata.get("uid")), ("", ""))[1]
+        reason = reasons.get(objects.uid(pod), ("", ""))[1]
         if not reason:
             reason = "waiting for the controller" if gated else "waiting for kube-scheduler"
-        waiting.append(
-            Waiting(f"{metadata.get('namespace')}/{metadata.get('name')}", gated, reason)
-        )
+        waiting.append(Waiting("/".join(object_key(pod)), gated, reason))
     ordered = sorted(cards.values(), key=lambda c: (c.node, c.device))
     return Status(ordered, sorted(waiting, key=lambda w: w.pod))
 

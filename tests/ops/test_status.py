@@ -134,3 +134,13 @@ def test_plain_devices_are_reported_as_whole_cards_only(
         assert main(["status", "--kubeconfig", str(kubeconfig), "-o", "json"], environ={}) == 0
         (card,) = json.loads(capsys.readouterr().out)["cards"]
         assert card["shareable"] is False
+
+
+@pytest.mark.parametrize("command", ["status", "cleanup"])
+def test_an_unusable_kubeconfig_is_a_usage_error_naming_the_command(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A kubeconfig that cannot be loaded exits 2 with the command's name and the cause."""
+    assert main([command, "--kubeconfig", str(tmp_path / "missing")], environ={}) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gpushare-dra {command}: error: cannot load Kubernetes credentials")
