@@ -56,7 +56,7 @@ from dra_driver.kubeletplugin.metrics import PluginMetrics
 from dra_driver.kubeletplugin.paths import NodePaths
 from dra_driver.kubeletplugin.state import ClaimPreparer, ClaimRef
 from dra_driver.logging import LogFormat, configure_logging
-from dra_driver.nvml.inventory import dump_inventory, parse_inventory
+from dra_driver.nvml.inventory import Card, dump_inventory, parse_inventory
 from dra_driver.testing.cluster import FakeCluster
 from dra_driver.testing.processes import ComponentProcess, start_plugin
 
@@ -225,30 +225,37 @@ class Bench(_Caller):
         return status
 
 
+def _memory_preparer(
+    root: Path, objects: dict[str, Object], cards: Sequence[Card]
+) -> ClaimPreparer:
+    """Return a started claim state under ``root`` that reads claims from ``objects``."""
+    preparer = ClaimPreparer(
+        NAMES,
+        NODE,
+        NodePaths(
+            plugin_dir=root / "plugin",
+            cdi_root=root / "cdi",
+            driver_root=Path("/"),
+            hami_core_library=root / "libvgpu.so",
+            mps_pipe_directory=root / "mps",
+        ),
+        get_claim=lambda _namespace, name: objects[name],
+        cards=lambda: cards,
+        default_backend=Backend.HAMI_CORE,
+    )
+    preparer.start()
+    return preparer
+
+
 class AloneBench(_Caller):
     """The plugin's gRPC server and claim state in this process; claims are read from memory."""
 
     def __init__(self, work_dir: Path) -> None:
         self._objects: dict[str, Object] = {}
         cards = parse_inventory(_INVENTORY).nodes[0].cards
-        plugin_dir = work_dir / "alone" / "plugin"
-        preparer = ClaimPreparer(
-            NAMES,
-            NODE,
-            NodePaths(
-                plugin_dir=plugin_dir,
-                cdi_root=work_dir / "alone" / "cdi",
-                driver_root=Path("/"),
-                hami_core_library=work_dir / "alone" / "libvgpu.so",
-                mps_pipe_directory=work_dir / "alone" / "mps",
-            ),
-            get_claim=lambda _namespace, name: self._objects[name],
-            cards=lambda: cards,
-            default_backend=Backend.HAMI_CORE,
-        )
-        preparer.start()
+        preparer = _memory_preparer(work_dir / "alone", self._objects, cards)
         registry, socket = socket_paths(
-            work_dir / "alone" / "registry", plugin_dir, NAMES.driver, ""
+            work_dir / "alone" / "registry", work_dir / "alone" / "plugin", NAMES.driver, ""
         )
         self.server = PluginServer(
             driver=NAMES.driver,
@@ -283,22 +290,7 @@ class StateBench:
         self._made = 0
         self.errors: list[str] = []
         cards = parse_inventory(_INVENTORY).nodes[0].cards
-        root = work_dir / "state"
-        self.preparer = ClaimPreparer(
-            NAMES,
-            NODE,
-            NodePaths(
-                plugin_dir=root / "plugin",
-                cdi_root=root / "cdi",
-                driver_root=Path("/"),
-                hami_core_library=root / "libvgpu.so",
-                mps_pipe_directory=root / "mps",
-            ),
-            get_claim=lambda _namespace, name: self._objects[name],
-            cards=lambda: cards,
-            default_backend=Backend.HAMI_CORE,
-        )
-        self.preparer.start()
+        self.preparer = _memory_preparer(work_dir / "state", self._objects, cards)
 
     def claims(self, count: int) -> list[ClaimRef]:
         """Make ``count`` fresh allocated claims, read from memory."""
