@@ -37,6 +37,7 @@ from dra_driver.cdi.spec import (
     atomic_write_json,
     ensure_directory,
     json_bytes,
+    read_regular,
     sync_directory_of,
 )
 from dra_driver.cdi.validate import required_version, validate_spec
@@ -71,6 +72,7 @@ __all__ = [
     "ensure_directory",
     "json_bytes",
     "qualified_name",
+    "read_regular",
     "required_version",
     "spec_file_name",
     "sync_directory_of",

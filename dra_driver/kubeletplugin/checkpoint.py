@@ -30,13 +30,17 @@ from pathlib import Path
 from typing import Final
 
 from dra_driver.cdi.names import check_claim_uid
-from dra_driver.cdi.spec import atomic_write_bytes, ensure_directory, sync_directory_of
+from dra_driver.cdi.spec import (
+    atomic_write_bytes,
+    ensure_directory,
+    read_regular,
+    sync_directory_of,
+)
 from dra_driver.kubeletplugin.checkpoint_v1 import (
     LEGACY_FILE,
     LegacyVersionError,
     canonical,
     decode_legacy,
-    read_regular,
 )
 from dra_driver.kubeletplugin.entries import ClaimEntry, ClaimState
 from dra_driver.logging import get_logger

@@ -7,12 +7,8 @@ spaces). Nothing writes it any more.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
-import os
-import stat
-from pathlib import Path
 from typing import Any, Final
 
 from dra_driver.kubeletplugin.entries import ClaimEntry
@@ -32,24 +28,6 @@ class LegacyVersionError(ValueError):
 def canonical(value: Any) -> str:  # noqa: ANN401 - any JSON value
     """Return ``value`` as canonical JSON: keys sorted, no spaces, no NaN."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
-
-
-def read_regular(path: Path) -> bytes:
-    """Read ``path`` if it is a regular file; a symlink, FIFO or device is a ValueError.
-
-    The plugin runs as root: following a link planted here would read (and later move) a file
-    of someone else's choosing, and opening a FIFO would hang start-up.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ValueError("it is a symlink, not a regular file") from exc
-        raise
-    with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-            raise ValueError("it is not a regular file")
-        return file.read()
 
 
 def decode_legacy(data: bytes) -> dict[str, ClaimEntry]:

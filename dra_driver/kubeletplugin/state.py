@@ -29,6 +29,7 @@ from dra_driver.cdi import (
     check_claim_uid,
     ensure_directory,
     json_bytes,
+    read_regular,
     spec_file_name,
 )
 from dra_driver.cdi.backends import HAMI_LIBRARY_PATH
@@ -88,8 +89,8 @@ class _Plan:
 def _content(path: Path) -> bytes | None:
     """Return the file's bytes, ``None`` if it is missing or not a readable regular file."""
     try:
-        return path.read_bytes() if path.is_file() and not path.is_symlink() else None
-    except OSError:
+        return read_regular(path)
+    except (OSError, ValueError):
         return None
 
 
