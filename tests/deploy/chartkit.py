@@ -127,6 +127,21 @@ def run_helm(helm: Path, *args: str, values: Mapping[str, Any] | None = None) ->
     return done.stdout
 
 
+def notes(helm: Path, values: Mapping[str, Any] | None = None) -> str:
+    """Return the NOTES helm prints after `helm install` (client-side dry run: no cluster)."""
+    out = run_helm(
+        helm,
+        "install",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NAMESPACE,
+        "--dry-run=client",
+        values=values,
+    )
+    return out.split("NOTES:\n", 1)[1]
+
+
 @dataclass(frozen=True)
 class Rendered:
     """The objects of one `helm template`, and the text they came from."""

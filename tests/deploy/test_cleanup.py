@@ -16,6 +16,7 @@ from deploy.chartkit import (
     HelmError,
     Rendered,
     containers,
+    notes,
     render,
     run_helm,
     validate,
@@ -248,15 +249,5 @@ def test_the_cli_accepts_the_job_arguments(rendered: Callable[[str], Rendered]) 
 @pytest.mark.parametrize("enabled", [True, False])
 def test_notes_say_what_uninstall_runs(helm: Path, enabled: bool) -> None:
     """NOTES name the cleanup Job helm uninstall runs, only when it is enabled."""
-    out = run_helm(
-        helm,
-        "install",
-        RELEASE,
-        str(CHART),
-        "--namespace",
-        NAMESPACE,
-        "--dry-run=client",
-        values={"cleanup": {"enabled": enabled}},
-    )
-    notes = out.split("NOTES:", 1)[1]
-    assert (f"then runs the Job {NAME}" in notes) is enabled
+    text = notes(helm, {"cleanup": {"enabled": enabled}})
+    assert (f"then runs the Job {NAME}" in text) is enabled

@@ -11,12 +11,9 @@ import kubernetes_validate
 import pytest
 import yaml
 from deploy.chartkit import (
-    CHART,
     GPU_NODE_LABELS,
     KUBE_VERSIONS,
-    NAMESPACE,
-    RELEASE,
-    run_helm,
+    notes,
 )
 
 HEREDOC_START = "kubectl apply -f - <<'YAML'"
@@ -27,21 +24,6 @@ FAKE_KUBECTL = """#!/bin/sh
 printf '%s\\n' "$*" >> "$RECORD_DIR/args"
 cat > "$RECORD_DIR/stdin"
 """
-
-
-def notes(helm: Path, values: dict[str, Any] | None = None) -> str:
-    """Return the NOTES helm prints after `helm install` (client-side dry run: no cluster)."""
-    out = run_helm(
-        helm,
-        "install",
-        RELEASE,
-        str(CHART),
-        "--namespace",
-        NAMESPACE,
-        "--dry-run=client",
-        values=values,
-    )
-    return out.split("NOTES:\n", 1)[1]
 
 
 def snippet(text: str) -> str:
