@@ -116,30 +116,22 @@ def card_device(card: Card, names: DriverNames, *, shared: bool = True) -> Objec
     if card.numa_node is not None and card.numa_node >= 0:
         attributes["numaNode"] = {"int": card.numa_node}
     memory = format_quantity(published_memory(card), QuantityFormat.BINARY)
-    if not shared:
-        plain = {CORES: {"value": "100"}, MEMORY: {"value": memory}}
-        return {"name": device_name(card), "attributes": attributes, "capacity": plain}
-    return {
-        "name": device_name(card),
-        "allowMultipleAllocations": True,
-        "attributes": attributes,
-        "capacity": {
-            CORES: {
-                "value": "100",
-                "requestPolicy": {
-                    "default": "100",
-                    "validRange": {"min": "0", "max": "100", "step": "1"},
-                },
-            },
-            MEMORY: {
-                "value": memory,
-                "requestPolicy": {
-                    "default": memory,
-                    "validRange": {"min": "1Mi", "step": "1Mi"},
-                },
-            },
-        },
+    capacity: Object = {
+        CORES: {"value": "100"},
+        MEMORY: {"value": memory},
     }
+    device: Object = {"name": device_name(card), "attributes": attributes, "capacity": capacity}
+    if shared:
+        device["allowMultipleAllocations"] = True
+        capacity[CORES]["requestPolicy"] = {
+            "default": "100",
+            "validRange": {"min": "0", "max": "100", "step": "1"},
+        }
+        capacity[MEMORY]["requestPolicy"] = {
+            "default": memory,
+            "validRange": {"min": "1Mi", "step": "1Mi"},
+        }
+    return device
 
 
 def _bus_order(card: Card) -> tuple[tuple[int, ...], int]:
