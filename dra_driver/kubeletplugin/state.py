@@ -348,8 +348,7 @@ class ClaimPreparer:
             uid = plan.ref.uid
             if uid in outcomes and uid not in self._checkpoint.claims:
                 # Nothing records this claim: its files go now rather than at the next start.
-                (self._paths.cdi_root / plan.entry.spec_file).unlink(missing_ok=True)
-                shutil.rmtree(plan.host.hami_cache_dir, ignore_errors=True)
+                self._remove_files(uid)
             elif uid not in outcomes:
                 with bound(claim_uid=uid, namespace=plan.ref.namespace, name=plan.ref.name):
                     log.info(
@@ -364,11 +363,13 @@ class ClaimPreparer:
             except UnsafeNameError as exc:
                 return str(exc)
             try:
-                (self._paths.cdi_root / spec_file_name(self._names, ref.uid)).unlink(
-                    missing_ok=True
-                )
-                shutil.rmtree(self._paths.host_paths(ref.uid).hami_cache_dir, ignore_errors=True)
+                self._remove_files(ref.uid)
             except OSError as exc:
                 log.exception("unprepare.io_error")
                 return f"removing claim state failed: {exc}"
             return ""
+
+    def _remove_files(self, uid: str) -> None:
+        """Remove the claim's CDI spec and its per-claim host directory, if they exist."""
+        (self._paths.cdi_root / spec_file_name(self._names, uid)).unlink(missing_ok=True)
+        shutil.rmtree(self._paths.host_paths(uid).hami_cache_dir, ignore_errors=True)
