@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from dra_driver.api.errors import ConfigError, child, quote
+from dra_driver.api.fields import JsonNumber, json_type
 from dra_driver.api.gpushareconfig import CONFIG_FIELDS, GpuShareConfig
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def decode_config(
     """
     document = _parse(_encode(raw, path), path)
     if not isinstance(document, _JsonObject):
-        raise ConfigError.invalid_type(path, "an object", _json_type(document))
+        raise ConfigError.invalid_type(path, "an object", json_type(document))
     members: dict[str, object] = {}
     for key, value in document:
         if key in members:
@@ -69,20 +70,12 @@ def decode_config(
         if key not in _ALLOWED_FIELDS:
             raise ConfigError.unknown_field(child(path, key), _ALLOWED_FIELDS)
 
-    # Any: each value is the enum of its own field, which mypy cannot follow through the table.
+    # Any: each value has its own field's type, which mypy cannot follow through the table.
     values: dict[str, Any] = {}
     for json_name, field in _FIELDS_BY_JSON_NAME.items():
         value = members.get(json_name)
-        if value is None:
-            continue
-        field_path = child(path, json_name)
-        if not isinstance(value, str):
-            raise ConfigError.invalid_type(field_path, "a string", _json_type(value))
-        try:
-            values[field.name] = field.enum(value)
-        except ValueError:
-            allowed = (str(member) for member in field.enum)
-            raise ConfigError.unsupported_value(field_path, value, allowed) from None
+        if value is not None:
+            values[field.name] = field.codec.decode(value, child(path, json_name))
     return GpuShareConfig(**values)
 
 
@@ -114,12 +107,13 @@ def _parse(data: bytes, path: str) -> object:
     if _too_deep(text):
         raise ConfigError.invalid_json(path, _TOO_DEEP)
     try:
-        # Numbers are never valid here, so parse them as floats: int() of a long digit string
-        # raises ValueError (CPython's 4300-digit limit) instead of a decode error.
+        # Numbers stay text: int() of a long digit string raises ValueError (CPython's
+        # 4300-digit limit), and a float would lose the difference between 30 and 30.000001.
         return json.loads(
             text,
             object_pairs_hook=_JsonObject,
-            parse_int=float,
+            parse_int=JsonNumber,
+            parse_float=JsonNumber,
             parse_constant=_reject_constant,
         )
     except json.JSONDecodeError as error:
@@ -156,22 +150,7 @@ def _require_constant(members: Mapping[str, object], key: str, expected: str, pa
     rule = f"must be {quote(expected)}"
     if value is None:
         raise ConfigError.required(field_path, rule)
-    if not isinstance(value, str):
-        raise ConfigError.invalid_type(field_path, "a string", _json_type(value))
+    if not isinstance(value, str) or isinstance(value, JsonNumber):
+        raise ConfigError.invalid_type(field_path, "a string", json_type(value))
     if value != expected:
         raise ConfigError.invalid_value(field_path, value, rule)
-
-
-def _json_type(value: object) -> str:
-    """Name the JSON type of a parsed value the way JSON Schema does."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, _JsonObject):
-        return "object"
-    return "array"

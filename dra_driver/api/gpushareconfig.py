@@ -2,8 +2,9 @@
 
 A config may come from the DeviceClass and from the claim; every field is optional so that the
 entries can be merged field by field, and only :meth:`GpuShareConfig.effective` fills in defaults.
-The dataclass fields and their metadata are the single description of the format: the decoder,
-:meth:`GpuShareConfig.to_parameters` and the JSON Schema are all derived from them.
+The dataclass fields and their metadata (a description and a :mod:`codec <dra_driver.api.fields>`)
+are the single description of the format: the decoder, :meth:`GpuShareConfig.to_parameters` and
+the JSON Schema are all derived from them.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Final
+
+from dra_driver.api.fields import Codec, CoresCodec, EnumCodec, MemoryCodec
 
 if TYPE_CHECKING:
     from dra_driver.api.driver import DriverNames
@@ -55,12 +58,18 @@ DEFAULT_ISOLATION: Final = Isolation.BURST_SHARE
 # Offline must be asked for: a claim that says nothing must never be suspended for another.
 DEFAULT_PRIORITY: Final = Priority.ONLINE
 
-_ENUM: Final = "enum"
+_CODEC: Final = "codec"
 _DESCRIPTION: Final = "description"
 
 
 def _meta(enum: type[StrEnum], description: str) -> dict[str, object]:
-    return {_ENUM: enum, _DESCRIPTION: description}
+    return {_CODEC: EnumCodec(enum), _DESCRIPTION: description}
+
+
+_SIZE_NOTE: Final = (
+    "For clusters whose API server drops capacity requests (no DRAConsumableCapacity); "
+    "a request must not also ask for capacity."
+)
 
 
 @dataclass(frozen=True)
@@ -105,6 +114,24 @@ class GpuShareConfig:
         ),
     )
 
+    cores: int | None = dataclasses.field(
+        default=None,
+        metadata={
+            _CODEC: CoresCodec(),
+            _DESCRIPTION: "The share's compute, in per cent of the card's SMs (0 to 100), "
+            "counted like a cores capacity request. " + _SIZE_NOTE + " Default: 100.",
+        },
+    )
+    memory: int | None = dataclasses.field(
+        default=None,
+        metadata={
+            _CODEC: MemoryCodec(),
+            _DESCRIPTION: "The share's memory, a whole number of Mi, Gi or Ti (512Mi, 5Gi), "
+            "counted like a memory capacity request. " + _SIZE_NOTE + " Default: all of the "
+            "card's memory.",
+        },
+    )
+
     def effective(self) -> EffectiveConfig:
         """Fill in the defaults that do not depend on the controller or the node."""
         return EffectiveConfig(
@@ -112,6 +139,8 @@ class GpuShareConfig:
             priority=DEFAULT_PRIORITY if self.priority is None else self.priority,
             placement=self.placement,
             backend=self.backend,
+            cores=self.cores,
+            memory=self.memory,
         )
 
     def to_parameters(self, names: DriverNames) -> dict[str, str]:
@@ -120,7 +149,7 @@ class GpuShareConfig:
         for field in CONFIG_FIELDS:
             value = getattr(self, field.name)
             if value is not None:
-                parameters[field.json_name] = str(value)
+                parameters[field.json_name] = field.codec.encode(value)
         return parameters
 
 
@@ -129,13 +158,22 @@ class EffectiveConfig:
     """The merged config with its defaults applied.
 
     ``placement`` and ``backend`` stay ``None`` when unset: their defaults are settings of the
-    controller and of the node, which this package does not know.
+    controller and of the node, which this package does not know. So do ``cores`` and
+    ``memory`` (bytes): unset, the share's size comes from its capacity requests, or is the
+    whole card.
     """
 
     isolation: Isolation
     priority: Priority
     placement: Placement | None
     backend: Backend | None
+    cores: int | None = None
+    memory: int | None = None
+
+    @property
+    def sized(self) -> bool:
+        """Whether the config itself gives the share's size (``cores`` or ``memory``)."""
+        return self.cores is not None or self.memory is not None
 
 
 @dataclass(frozen=True)
@@ -144,7 +182,7 @@ class ConfigField:
 
     name: str
     json_name: str
-    enum: type[StrEnum]
+    codec: Codec
     description: str
 
 
@@ -157,7 +195,7 @@ CONFIG_FIELDS: Final = tuple(
     ConfigField(
         name=field.name,
         json_name=_camel_case(field.name),
-        enum=field.metadata[_ENUM],
+        codec=field.metadata[_CODEC],
         description=field.metadata[_DESCRIPTION],
     )
     for field in dataclasses.fields(GpuShareConfig)

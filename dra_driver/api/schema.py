@@ -39,11 +39,7 @@ def config_json_schema(names: DriverNames) -> dict[str, object]:
     }
     for field in CONFIG_FIELDS:
         # null is allowed because it means "unset" in the Kubernetes API, as in the decoder.
-        properties[field.json_name] = {
-            "type": ["string", "null"],
-            "enum": [*(str(member) for member in field.enum), None],
-            "description": field.description,
-        }
+        properties[field.json_name] = {**field.codec.schema(), "description": field.description}
     return {
         "$schema": _DIALECT,
         "$id": f"https://{names.config_api_version}/{names.config_kind}.schema.json",

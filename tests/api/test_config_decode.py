@@ -29,7 +29,7 @@ CUSTOM = DriverNames.for_driver("gpu.example.com")
 API_VERSION = "gpushare.dra.dev/v1alpha1"
 HEAD = {"apiVersion": API_VERSION, "kind": "GpuShareConfig"}
 
-FIELDS = '"apiVersion", "backend", "isolation", "kind", "placement", "priority"'
+FIELDS = '"apiVersion", "backend", "cores", "isolation", "kind", "memory", "placement", "priority"'
 ISOLATIONS = '"best-effort", "burst-share", "exclusive", "fixed-share"'
 UNKNOWN = f"Unknown field: allowed fields: {FIELDS}"
 MUST_API = f'must be "{API_VERSION}"'
@@ -41,6 +41,8 @@ configs = st.builds(
     priority=st.none() | st.sampled_from(Priority),
     placement=st.none() | st.sampled_from(Placement),
     backend=st.none() | st.sampled_from(Backend),
+    cores=st.none() | st.integers(min_value=0, max_value=100),
+    memory=st.none() | st.integers(min_value=1, max_value=4 * 1024**2).map(lambda m: m * 1024**2),
 )
 
 
@@ -593,3 +595,65 @@ def test_any_bytes_either_decode_or_raise_config_error(raw: bytes):
     """No input makes the decoder raise anything but ConfigError."""
     with contextlib.suppress(ConfigError):
         decode_config(raw, NAMES)
+
+
+@pytest.mark.parametrize(
+    ("members", "cores", "memory"),
+    [
+        ({"cores": 30}, 30, None),
+        ({"cores": "30"}, 30, None),
+        ({"cores": 0}, 0, None),
+        ({"cores": 100.0}, 100, None),
+        ({"cores": "100", "memory": "512Mi"}, 100, 512 * 1024**2),
+        ({"memory": "5Gi"}, None, 5 * 1024**3),
+        ({"memory": "2Ti"}, None, 2 * 1024**4),
+        ({"cores": None, "memory": None}, None, None),
+    ],
+)
+def test_sizes_decode_to_cores_and_bytes(members: dict[str, object], cores: int, memory: int):
+    """cores decode from a number or its text to an int, memory from Mi/Gi/Ti text to bytes."""
+    config = decode_config(doc(**members), NAMES)
+    assert (config.cores, config.memory) == (cores, memory)
+    assert config.effective().sized is (cores is not None or memory is not None)
+
+
+@pytest.mark.parametrize(
+    ("members", "message"),
+    [
+        ({"cores": 101}, 'parameters.cores: Invalid value: "101": must be a whole number from 0'),
+        ({"cores": -1}, 'parameters.cores: Invalid value: "-1": must be a whole number'),
+        ({"cores": 30.5}, 'parameters.cores: Invalid value: "30.5": must be a whole number'),
+        ({"cores": "30.0"}, 'parameters.cores: Invalid value: "30.0": must be a whole number'),
+        ({"cores": "030"}, 'parameters.cores: Invalid value: "030": must be a whole'),
+        ({"cores": True}, "parameters.cores: Invalid type: expected a number or a string, got b"),
+        ({"cores": [30]}, "parameters.cores: Invalid type: expected a number or a string, got a"),
+        ({"memory": "5G"}, 'parameters.memory: Invalid value: "5G": must be a whole number of Mi'),
+        ({"memory": "1.5Gi"}, 'parameters.memory: Invalid value: "1.5Gi": must be a whole'),
+        ({"memory": "0Mi"}, 'parameters.memory: Invalid value: "0Mi": must be a whole number'),
+        ({"memory": "1024Ki"}, 'parameters.memory: Invalid value: "1024Ki": must be a whole'),
+        ({"memory": 5368709120}, "parameters.memory: Invalid type: expected a string, got num"),
+    ],
+)
+def test_bad_sizes_name_the_field_and_the_rule(members: dict[str, object], message: str):
+    """A size out of range, fractional or in another form is refused naming field and rule."""
+    with pytest.raises(ConfigError) as caught:
+        decode_config(doc(**members), NAMES)
+    assert str(caught.value).startswith(message)
+
+
+def test_a_huge_exponent_is_refused_without_building_the_number():
+    """cores 1e999999999 is refused at once: the range is checked before any int is built."""
+    with pytest.raises(ConfigError, match=r"parameters\.cores: Invalid value"):
+        decode_config(
+            b'{"apiVersion":"%s","kind":"GpuShareConfig","cores":1e999999999}'
+            % API_VERSION.encode(),
+            NAMES,
+        )
+
+
+def test_sizes_are_written_back_in_the_largest_whole_unit():
+    """to_parameters writes cores as text and memory in Ti, Gi or Mi, whichever divides it."""
+    config = GpuShareConfig(cores=25, memory=3 * 1024**3)
+    assert config.to_parameters(NAMES)["cores"] == "25"
+    assert config.to_parameters(NAMES)["memory"] == "3Gi"
+    assert GpuShareConfig(memory=1536 * 1024**2).to_parameters(NAMES)["memory"] == "1536Mi"

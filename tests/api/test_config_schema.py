@@ -132,6 +132,8 @@ def test_every_field_has_its_metadata_description():
         "priority",
         "placement",
         "backend",
+        "cores",
+        "memory",
     }
     for field in dataclasses.fields(GpuShareConfig):
         assert properties[field.name]["description"] == field.metadata["description"]
@@ -147,7 +149,16 @@ def test_custom_driver_name_changes_the_constants():
     assert schema["$id"] == "https://gpu.example.com/v1alpha1/GpuShareConfig.schema.json"
 
 
-KNOWN_KEYS = ["apiVersion", "kind", "isolation", "priority", "placement", "backend"]
+KNOWN_KEYS = [
+    "apiVersion",
+    "kind",
+    "isolation",
+    "priority",
+    "placement",
+    "backend",
+    "cores",
+    "memory",
+]
 ENUM_VALUES = [
     member.value for enum in (Isolation, Priority, Placement, Backend) for member in enum
 ]
@@ -166,6 +177,8 @@ json_values = st.recursive(
 # constants and arbitrary JSON.
 field_values = (
     st.sampled_from([*ENUM_VALUES, "Online", "burst", "fixed_share", "", "x/v1", "GpuConfig"])
+    | st.sampled_from(["30", "030", "100", "101", "-1", "1.5", "0", "5Gi", "512Mi", "0Mi", "5G"])
+    | st.sampled_from([0, 30, 100, 101, -1, 30.0, 30.5, 1e300, True])
     | st.sampled_from([NAMES.config_api_version, NAMES.config_kind, None])
     | json_values
 )
@@ -181,6 +194,8 @@ def documents(draw: st.DrawFn) -> dict[str, object]:
             priority=st.none() | st.sampled_from(Priority),
             placement=st.none() | st.sampled_from(Placement),
             backend=st.none() | st.sampled_from(Backend),
+            cores=st.none() | st.integers(min_value=0, max_value=100),
+            memory=st.none() | st.integers(min_value=1, max_value=10**6).map(lambda m: m << 20),
         )
     )
     document: dict[str, object] = dict(config.to_parameters(NAMES))
