@@ -107,12 +107,12 @@ def _share(result: Object, card: Card) -> CardShare:
             f"result for device {result['device']}: consumedCapacity must map names to "
             "quantity strings"
         )
+    # What the slice offers and a whole-card claim consumes: exclusive compares against it.
+    whole_memory = card.shareable_memory_bytes
     try:
         cores = ceil_int(parse_quantity(consumed["cores"])) if "cores" in consumed else 100
         memory = (
-            ceil_int(parse_quantity(consumed["memory"]))
-            if "memory" in consumed
-            else card.memory_bytes
+            ceil_int(parse_quantity(consumed["memory"])) if "memory" in consumed else whole_memory
         )
     except QuantityError as exc:
         raise ClaimError(f"result for device {result['device']}: {exc}") from exc
