@@ -6,7 +6,9 @@ and 5Gi becomes a claim for a whole card. The validating webhook only ever sees 
 after that; this check runs in the mutating webhook, which kube-apiserver calls before, and
 refuses such a request instead of letting it turn into something else. Whether the cluster
 has consumable capacity is read from our published cards: the kubelet plugin publishes plain
-devices exactly when its API server drops the fields. Pure functions.
+devices exactly when its API server drops the fields. The refusal says how to share cards there
+all the same: the claim's GpuShareConfig carries ``cores`` and ``memory``, which the API server
+keeps, and the controller sizes shares by them. Pure functions.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from dra_driver.api import DriverNames
-from dra_driver.api.errors import Reason
+from dra_driver.api import ConfigError, DriverNames
+from dra_driver.api.errors import Reason, quote
+from dra_driver.api.fields import MIB, CoresCodec, MemoryCodec
+from dra_driver.k8s.quantity import QuantityError, parse_quantity
 from dra_driver.structured.classes import class_driver, device_entries
-from dra_driver.webhook.capacity import Limits
+from dra_driver.webhook.capacity import CORES, MEMORY, Limits
 
 Object = Mapping[str, Any]
 
@@ -39,16 +43,49 @@ def dropped_capacity(
     if limits.shareable is not False:
         return []
     errors = []
-    for relative, _, fields in device_entries(spec):
+    for relative, result, fields in device_entries(spec):
         device_class = classes.get(str(fields.get("deviceClassName", "")))
         if device_class is None or class_driver(device_class) != names.driver:
             continue
-        if (fields.get("capacity") or {}).get("requests"):
+        requests = (fields.get("capacity") or {}).get("requests")
+        if requests:
             errors.append(
                 f"{path}.devices.{relative}.capacity: {Reason.FORBIDDEN}: this cluster's API "
                 f"server drops capacity requests (the {GATE} feature gate is off), so the "
-                f"claim would silently get a whole {names.driver} card; enable {GATE} on "
-                "kube-apiserver, kube-scheduler and the kubelets to share cards, or remove "
-                "the capacity request to ask for a whole card"
+                f"claim would silently get a whole {names.driver} card; to share cards, give "
+                f"the share's size in the claim's GpuShareConfig for request {quote(result)} "
+                f"instead ({_config_sizes(requests)}), or enable {GATE} on kube-apiserver, "
+                "kube-scheduler and the kubelets; to ask for a whole card, remove the capacity "
+                "request"
             )
     return errors
+
+
+# What to write where a request's amount has no exact config equivalent (12.5 cores, 1536Ki).
+_GENERIC: Final = {
+    CORES: f"{CORES}: <per cent of the card's SMs, 0 to 100>",
+    MEMORY: f"{MEMORY}: <a whole number of Mi, Gi or Ti, such as 5Gi>",
+}
+
+
+def _config_sizes(requests: Mapping[str, Any]) -> str:
+    """Word the request's amounts as config fields (``cores: 30, memory: 5Gi``)."""
+    asked = [name for name in (CORES, MEMORY) if name in requests] or [CORES, MEMORY]
+    return ", ".join(_config_size(name, str(requests.get(name))) for name in asked)
+
+
+def _config_size(name: str, text: str) -> str:
+    """Return ``name: value`` as the config would take it, or what to write in general."""
+    try:
+        amount = parse_quantity(text)
+    except QuantityError:
+        return _GENERIC[name]
+    if amount.denominator != 1 or (name == MEMORY and amount % MIB):
+        return _GENERIC[name]
+    codec: CoresCodec | MemoryCodec = CoresCodec() if name == CORES else MemoryCodec()
+    value = codec.encode(int(amount))
+    try:
+        codec.decode(value, name)  # the config's own range: cores 0..100, memory from 1Mi
+    except ConfigError:
+        return _GENERIC[name]
+    return f"{name}: {value}"
