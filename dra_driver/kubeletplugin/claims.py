@@ -2,7 +2,8 @@
 
 Given the claim object, the node's cards and the plugin's defaults, pick this driver's results,
 merge this driver's configs (class entries first, then the claim's), turn consumed capacity
-into per-card shares, and build the CDI spec. No I/O: :mod:`state` does that around it.
+(or the whole card, on a plain device), capped by the config's cores and memory, into
+per-card shares, and build the CDI spec. No I/O: :mod:`state` does that around it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dra_driver.api import Backend, ConfigError, DriverNames, EffectiveConfig
+from dra_driver.api import Backend, ConfigError, DriverNames, EffectiveConfig, Isolation
 from dra_driver.cdi import (
     CardShare,
     CdiDevice,
@@ -53,10 +54,14 @@ class PreparedClaim:
     share: ShareInfo
 
 
-def _effective(
+def _configs(
     names: DriverNames, allocation: Object, results: Sequence[Object]
-) -> EffectiveConfig:
-    effective: EffectiveConfig | None = None
+) -> list[EffectiveConfig]:
+    """Return each result's effective config, refusing a claim whose requests disagree.
+
+    Sizes may differ by request; isolation, priority and backend apply to the whole claim.
+    """
+    configs: list[EffectiveConfig] = []
     for result in results:
         try:
             current = share_config(
@@ -68,15 +73,15 @@ def _effective(
         except ConfigError as exc:
             raise ClaimError(f"invalid config: {exc}") from exc
         # Placement is the controller's business; the node enforces only these three.
-        if effective is not None and _enforced(current) != _enforced(effective):
+        if configs and _enforced(current) != _enforced(configs[-1]):
             raise ClaimError(
                 "the requests of one claim must share isolation, priority and backend; "
                 f"request {result['request']} differs"
             )
-        effective = current
-    if effective is None:
+        configs.append(current)
+    if not configs:
         raise ClaimError(f"the allocation has no devices of driver {names.driver}")
-    return effective
+    return configs
 
 
 def _enforced(config: EffectiveConfig) -> tuple[object, ...]:
@@ -100,7 +105,8 @@ def _checked_results(allocation: Object) -> list[Object]:
     return results
 
 
-def _share(result: Object, card: Card) -> CardShare:
+def _allocated(result: Object, card: Card) -> tuple[int, int]:
+    """Return the cores and memory the allocation counted: its consumedCapacity, or the card."""
     consumed = result.get("consumedCapacity") or {}
     if not isinstance(consumed, dict) or not all(isinstance(v, str) for v in consumed.values()):
         raise ClaimError(
@@ -116,6 +122,22 @@ def _share(result: Object, card: Card) -> CardShare:
         )
     except QuantityError as exc:
         raise ClaimError(f"result for device {result['device']}: {exc}") from exc
+    return cores, memory
+
+
+def _share(
+    result: Object, card: Card, allocated: tuple[int, int], config: EffectiveConfig
+) -> CardShare:
+    cores, memory = allocated
+    # Without consumable capacity the controller shares a plain card by the config's sizes,
+    # and the API server keeps no consumedCapacity: the config is then the only record of the
+    # share. Capped, never raised: the limit stays within what the allocation counted.
+    # Exclusive is the whole card whatever the sizes say.
+    if config.isolation is not Isolation.EXCLUSIVE:
+        if config.cores is not None:
+            cores = min(cores, config.cores)
+        if config.memory is not None:
+            memory = min(memory, config.memory)
     # The parent request of a firstAvailable subrequest: the name containers give, and the
     # one the kubelet matches devices by.
     return CardShare(
@@ -140,7 +162,7 @@ def prepare_claim(
         raise ClaimError("the claim is not allocated")
     results = [r for r in _checked_results(allocation) if r["driver"] == names.driver]
     by_name: Mapping[str, Card] = {device_name(card): card for card in cards}
-    shares: list[CardShare] = []
+    resolved: list[tuple[Card, tuple[int, int]]] = []
     for result in results:
         try:
             check_device_name(result["device"])
@@ -156,10 +178,16 @@ def prepare_claim(
         card = by_name.get(result["device"])
         if card is None:
             raise ClaimError(f"device {result['device']} is not a card of node {node_name}")
-        shares.append(_share(result, card))
-    effective = _effective(names, allocation, results)
-    if effective.backend is None:
-        effective = dataclasses.replace(effective, backend=default_backend)
+        resolved.append((card, _allocated(result, card)))
+    configs = _configs(names, allocation, results)
+    shares = [
+        _share(result, card, allocated, config)
+        for result, (card, allocated), config in zip(results, resolved, configs, strict=True)
+    ]
+    # Sizes are per request and already in the shares; what is left applies to every request.
+    effective = dataclasses.replace(
+        configs[-1], backend=configs[-1].backend or default_backend, cores=None, memory=None
+    )
     try:
         edits = build_claim_edits(uid, shares, effective, host)
     except UnsupportedPolicyError as exc:

@@ -1,7 +1,8 @@
-"""prepare_claim: what each share of a claim is, from its allocation."""
+"""prepare_claim sizes each share from its allocation and its GpuShareConfig's cores/memory."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,52 @@ def limits(prepared: PreparedClaim) -> tuple[str, str, int, int]:
     )
 
 
+def test_a_plain_allocation_takes_its_size_from_the_config() -> None:
+    """No consumedCapacity, config cores 30 and memory 5Gi: a 30-core, 5120m share."""
+    prepared = prepare(claim(cores="30", memory="5Gi"))
+    assert limits(prepared) == ("30", "5120m", 30, 5 * GIB)
+
+
+def test_a_plain_allocation_without_sizes_is_the_whole_card() -> None:
+    """No consumedCapacity and no sizes in the config: all cores and all memory."""
+    assert limits(prepare(claim())) == ("100", "15360m", 100, T4)
+
+
+def test_the_config_sets_only_what_it_names() -> None:
+    """Config memory alone caps memory; cores stay at the allocation's (the whole card)."""
+    assert limits(prepare(claim(memory="2Gi"))) == ("100", "2048m", 100, 2 * GIB)
+
+
+def test_consumed_capacity_wins_over_a_larger_config() -> None:
+    """consumedCapacity 30/5Gi with config 60/10Gi: the limits never exceed what was counted."""
+    prepared = prepare(claim({"cores": "30", "memory": "5Gi"}, cores="60", memory="10Gi"))
+    assert limits(prepared) == ("30", "5120m", 30, 5 * GIB)
+
+
+def test_a_smaller_config_caps_consumed_capacity() -> None:
+    """consumedCapacity 30/5Gi with config 20/4Gi: the smaller of the two, per field."""
+    prepared = prepare(claim({"cores": "30", "memory": "5Gi"}, cores="20", memory="4Gi"))
+    assert limits(prepared) == ("20", "4096m", 20, 4 * GIB)
+
+
+def test_consumed_capacity_without_config_sizes_is_kept() -> None:
+    """consumedCapacity 30/5Gi and a config that sets no size: 30 cores and 5Gi."""
+    prepared = prepare(claim({"cores": "30", "memory": "5Gi"}, priority="offline"))
+    assert limits(prepared) == ("30", "5120m", 30, 5 * GIB)
+
+
+def test_config_memory_beyond_the_card_is_the_card() -> None:
+    """Config memory 64Gi on a 15Gi card without consumedCapacity: the card's memory."""
+    assert limits(prepare(claim(memory="64Gi"))) == ("100", "15360m", 100, T4)
+
+
+def test_exclusive_ignores_the_config_sizes() -> None:
+    """Isolation exclusive with cores 30 and memory 5Gi is still the whole card."""
+    prepared = prepare(claim(isolation="exclusive", cores="30", memory="5Gi"))
+    assert prepared.share.cards[0].cores == 100
+    assert prepared.share.cards[0].memory_bytes == T4
+
+
 def test_exclusive_on_a_card_off_the_mib_grid_is_prepared() -> None:
     """A whole card is the memory its slice offers (whole MiB), so exclusive is not refused."""
     prepared = prepare(claim(isolation="exclusive"), card(T4 + 4096))
@@ -94,3 +141,29 @@ def test_exclusive_with_a_partial_allocation_is_still_refused() -> None:
     """Exclusive with consumedCapacity below the card is refused, config sizes or not."""
     with pytest.raises(ClaimError, match="exclusive needs whole cards"):
         prepare(claim({"cores": "30", "memory": "5Gi"}, isolation="exclusive"))
+
+
+def test_requests_of_one_claim_are_sized_by_their_own_config() -> None:
+    """Two plain requests on two cards, configs naming each: each device carries its own size."""
+    obj = claim()
+    devices = obj["status"]["allocation"]["devices"]
+    devices["results"].append({**devices["results"][0], "request": "b", "device": "gpu-1"})
+    head = {"apiVersion": NAMES.config_api_version, "kind": NAMES.config_kind}
+    devices["config"] = [
+        {"source": "FromClaim", "requests": [name], "opaque": {"driver": NAMES.driver,
+         "parameters": {**head, "cores": cores, "memory": memory}}}
+        for name, cores, memory in (("gpu", "30", "5Gi"), ("b", "50", "1Gi"))
+    ]  # fmt: skip
+    second = dataclasses.replace(
+        card(), uuid="GPU-aaaaaaaa-0000-4000-8000-000000000002", pci_bus_id="0000:af:00.0",
+        minor=1, index=1,
+    )  # fmt: skip
+    prepared = prepare_claim(
+        NAMES, NODE, obj, cards=[card(), second], default_backend=Backend.HAMI_CORE,
+        host=PATHS.host_paths(UID),
+    )  # fmt: skip
+    envs = [dict(e.split("=", 1) for e in d.edits.env) for d in prepared.spec.devices]
+    assert [(env["CUDA_DEVICE_SM_LIMIT_0"], env["CUDA_DEVICE_MEMORY_LIMIT_0"]) for env in envs] == [
+        ("30", "5120m"),
+        ("50", "1024m"),
+    ]
