@@ -122,13 +122,15 @@ def _memory_problem(amount: Fraction, names: DriverNames, limits: Limits) -> str
             "must be at least 1Mi; memory is handed out in whole MiB, and other amounts are "
             "rounded up to the next MiB"
         )
+    return over_largest_card(-(-amount // MEMORY_STEP) * MEMORY_STEP, names, limits)
+
+
+def over_largest_card(memory: int, names: DriverNames, limits: Limits) -> str | None:
+    """Return why ``memory`` bytes (on the MiB grid) fit no card of the cluster, or ``None``."""
     # No slice known (a new cluster, or the plugin not running yet): nothing to compare with,
     # and refusing every claim until the first node reports would help no one.
     largest = limits.largest_memory
-    if largest is None:
-        return None
-    rounded = -(-amount // MEMORY_STEP) * MEMORY_STEP
-    if rounded <= largest:
+    if largest is None or memory <= largest:
         return None
     return (
         f"must be at most {format_quantity(largest, QuantityFormat.BINARY)}, the memory of the "

@@ -18,7 +18,6 @@ from dra_driver.api import (
     ConfigError,
     DriverNames,
     EffectiveConfig,
-    GpuShareConfig,
     decode_config,
     merge_configs,
 )
@@ -28,6 +27,7 @@ from dra_driver.structured import cel
 from dra_driver.structured.classes import class_driver, device_entries
 from dra_driver.structured.config import applies_to, parent_request
 from dra_driver.webhook.capacity import CORES, MAX_CORES, Limits, check_capacity, invalid
+from dra_driver.webhook.sizes import Source, config_memory_problem, size_conflict
 
 Object = Mapping[str, Any]
 
@@ -36,10 +36,10 @@ _FORBIDDEN: Final = "Forbidden"
 
 @dataclass(frozen=True)
 class _ClaimConfig:
-    """One config entry of ours; ``config`` is ``None`` when it does not decode."""
+    """One config entry of ours; ``source`` is ``None`` when it does not decode."""
 
     requests: Sequence[str]
-    config: GpuShareConfig | None
+    source: Source | None
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,8 @@ def validate_claim_spec(
     for per_alternative in cluster_errors.values():
         if all(per_alternative):
             errors += [error for alternative in per_alternative for error in alternative]
-    return errors + _policy_conflicts(enforced)
+    # A config entry too large for every card may apply to several requests: say it once.
+    return list(dict.fromkeys(errors + _policy_conflicts(enforced)))
 
 
 def _enforced(config: EffectiveConfig) -> tuple[object, ...]:
@@ -147,19 +148,19 @@ def _claim_configs(
             continue
         field = f"{devices}.config[{index}].opaque.parameters"
         parameters: Any = opaque.get("parameters")  # decode_config says what is wrong with it
+        source: Source | None = None
         try:
-            config = decode_config(parameters, names, path=field)
+            source = Source(field, decode_config(parameters, names, path=field), parameters)
         except ConfigError as exc:
             errors.append(str(exc))
-            config = None
-        configs.append(_ClaimConfig(tuple(entry.get("requests") or ()), config))
+        configs.append(_ClaimConfig(tuple(entry.get("requests") or ()), source))
     return configs, errors
 
 
-def _class_configs(entry: _Entry, names: DriverNames) -> tuple[list[GpuShareConfig], list[str]]:
+def _class_configs(entry: _Entry, names: DriverNames) -> tuple[list[Source], list[str]]:
     """Decode the class's config and compile its selectors, as the controller does per claim."""
     spec = entry.device_class.get("spec") or {}
-    configs: list[GpuShareConfig] = []
+    configs: list[Source] = []
     problems: list[str] = []
     for index, config in enumerate(spec.get("config") or []):
         opaque = config.get("opaque") or {}
@@ -168,9 +169,11 @@ def _class_configs(entry: _Entry, names: DriverNames) -> tuple[list[GpuShareConf
         field = f"spec.config[{index}].opaque.parameters"
         parameters: Any = opaque.get("parameters")
         try:
-            configs.append(decode_config(parameters, names, path=field))
+            decoded = decode_config(parameters, names, path=field)
         except ConfigError as exc:
             problems.append(str(exc))
+            continue
+        configs.append(Source(field, decoded, parameters, entry.class_name))
     for index, selector in enumerate(spec.get("selectors") or []):
         try:
             cel.compile_selector(str((selector.get("cel") or {}).get("expression") or ""))
@@ -224,19 +227,21 @@ def _check_entry(
                 f"{names.driver} cards, and a pod's devices are all on one node",
             )
         )
-    applicable = [c.config for c in configs if applies_to(c.requests, entry.result)]
-    if class_errors or any(config is None for config in applicable):
+    applicable = [c.source for c in configs if applies_to(c.requests, entry.result)]
+    if class_errors or any(source is None for source in applicable):
         return errors, cluster_errors, None
-    effective = merge_configs(
-        [*class_configs, *(config for config in applicable if config is not None)]
-    ).effective()
+    # The merge order of structured.config.share_config: the class's entries, then the claim's.
+    sources = [*class_configs, *(source for source in applicable if source is not None)]
+    effective = merge_configs(source.config for source in sources).effective()
+    errors += size_conflict(fields, entry.where, sources)
+    cluster_errors += config_memory_problem(sources, entry.where, names, limits)
     if effective.backend is not None:
-        cores = int(amounts.get(CORES, MAX_CORES))
+        cores = effective.cores if effective.cores is not None else amounts.get(CORES, MAX_CORES)
         problem = unsupported_policy(
             effective.backend,
             effective.isolation,
             priority=effective.priority,
-            cores=[(f"request {quote(entry.result)}", cores)],
+            cores=[(f"request {quote(entry.result)}", int(cores))],
             cards=count,
         )
         if problem is not None:
