@@ -43,6 +43,7 @@ from dra_driver.k8s.reconcile import Requeue
 from dra_driver.k8s.scheduling import node_selector_matches, pinned_node
 from dra_driver.k8s.timestamps import rfc3339
 from dra_driver.logging import bound, get_logger
+from dra_driver.structured.configshares import SCHEDULER_FINALIZER
 
 Object = dict[str, Any]
 PodKey = tuple[str, str]
@@ -57,7 +58,6 @@ _UNPLACEABLE_RETRY_SECONDS: Final = 5.0
 _ECHO_POLL_SECONDS: Final = 0.1
 # Two deciders that both saw a collision both back off; a random pause breaks the tie.
 _COLLISION_BACKOFF_SECONDS: Final = 0.5
-_BUILTIN_FINALIZER: Final = "resource.kubernetes.io/delete-protection"
 
 
 class Allocator:
@@ -260,7 +260,7 @@ class Allocator:
         """Allocated by us and not committed yet: no finalizer of ours nor kube-scheduler's."""
         finalizers = claim["metadata"].get("finalizers") or []
         return bool((claim.get("status") or {}).get("allocation")) and not (
-            self._names.finalizer in finalizers or _BUILTIN_FINALIZER in finalizers
+            self._names.finalizer in finalizers or SCHEDULER_FINALIZER in finalizers
         )
 
     def _collided(self, pod: Object, tentative: list[Object], collisions: list[str]) -> None:
@@ -320,7 +320,7 @@ class Allocator:
             if (
                 status.get("allocation")
                 and not status.get("reservedFor")
-                and _BUILTIN_FINALIZER not in finalizers
+                and SCHEDULER_FINALIZER not in finalizers
             ):
                 self._view.assume(self._writer.clear_allocation(claim))
                 log.info("allocation.rolled_back", claim=claim["metadata"]["name"])

@@ -67,7 +67,9 @@ class Controller:
     ) -> None:
         self._names, self._settings = names, settings
         self.metrics = ControllerMetrics(registry)
-        self.view = ClusterView(api_client, names, self._on_change)
+        self.view = ClusterView(
+            api_client, names, self._on_change, share_plain=settings.share_whole_only_cards
+        )
         registry.register(CardCollector(self.view.cached_snapshot))
         register_silence(registry, self.loops)
         writer = ClaimWriter(api_client, names.finalizer)

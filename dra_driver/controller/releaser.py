@@ -11,7 +11,7 @@ pass.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from dra_driver.api import DriverNames
 from dra_driver.controller.metrics import ControllerMetrics
@@ -19,13 +19,12 @@ from dra_driver.controller.view import ClusterView, pods_referring
 from dra_driver.controller.writes import ClaimWriter
 from dra_driver.k8s import objects
 from dra_driver.logging import bound, get_logger
+from dra_driver.structured.configshares import SCHEDULER_FINALIZER
 
 Object = dict[str, Any]
 ClaimKey = tuple[str, str]
 
 log = get_logger(__name__)
-
-BUILTIN_FINALIZER: Final = "resource.kubernetes.io/delete-protection"
 
 
 class Releaser:
@@ -54,7 +53,7 @@ class Releaser:
         if not (committed or self._tentative(claim, finalizers)):
             return
         with bound(claim="/".join(key), claim_uid=objects.uid(claim)):
-            if status.get("allocation") and BUILTIN_FINALIZER in finalizers:
+            if status.get("allocation") and SCHEDULER_FINALIZER in finalizers:
                 # kube-scheduler allocated it (our gate was removed by hand after a crash of
                 # ours): its allocation, its finalizer, its release. Ours only blocks deletion.
                 log.info("release.foreign_allocation", action="remove our finalizer")
@@ -82,7 +81,7 @@ class Releaser:
         """Allocated by us but not committed: our driver's results, nobody's finalizer."""
         allocation = (claim.get("status") or {}).get("allocation") or {}
         results = (allocation.get("devices") or {}).get("results") or []
-        return BUILTIN_FINALIZER not in finalizers and any(
+        return SCHEDULER_FINALIZER not in finalizers and any(
             result.get("driver") == self._names.driver for result in results
         )
 

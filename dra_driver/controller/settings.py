@@ -23,6 +23,12 @@ class ControllerSettings:
         "(binpack fills cards and leaves whole cards free)",
     )
     node_placement: Placement = flag(Placement.BINPACK, "choice among the nodes that fit a pod")
+    share_whole_only_cards: bool = flag(
+        True,
+        "on cards a kubelet plugin publishes whole-only (its API server has no consumable "
+        "capacity), place several claims sized by GpuShareConfig cores/memory by the "
+        "controller's own accounting; false: such cards are only handed out whole",
+    )
     leader_elect: bool = flag(True, "elect one active replica through a coordination Lease")
     leader_election_namespace: str = flag(
         "gpushare", "namespace of the leader-election Lease (usually the release namespace)"

@@ -46,10 +46,16 @@ class ClusterView(InformerGroup):
     """Informers for pods, claims, slices, classes and nodes, and the snapshot built on them."""
 
     def __init__(
-        self, api_client: client.ApiClient, names: DriverNames, listener: Listener
+        self,
+        api_client: client.ApiClient,
+        names: DriverNames,
+        listener: Listener,
+        *,
+        share_plain: bool = True,
     ) -> None:
         core, resource = client.CoreV1Api(api_client), client.ResourceV1Api(api_client)
         self.names = names
+        self._share_plain = share_plain
         self._listener = listener
         self._lock = threading.Lock()
         self._assumed: dict[tuple[str, str], Object] = {}
@@ -170,6 +176,7 @@ class ClusterView(InformerGroup):
             slices=self.slices.list(),
             classes=self.classes.list(),
             claims=self.all_claims(),
+            share_plain=self._share_plain,
         )
         with self._lock:
             # A change while building may have made it stale already: then it serves this

@@ -85,6 +85,7 @@ def cluster(
     claims: Iterable[Object] = (),
     classes: Iterable[Object] = (),
     slices: Iterable[Object] | None = None,
+    share_plain: bool = True,
 ) -> Snapshot:
     """Return a snapshot of nodes with the chart's classes plus ``classes``."""
     return Snapshot.build(
@@ -93,6 +94,7 @@ def cluster(
         slices=slices_of(nodes) if slices is None else slices,
         classes=[*default_device_classes(NAMES), *classes],
         claims=claims,
+        share_plain=share_plain,
     )
 
 

@@ -119,3 +119,66 @@ def test_turning_the_gate_on_keeps_whole_cards_and_shares_the_free_ones(work_dir
             assert result["shareID"]
             assert result["device"] != held["device"]
             assert result["consumedCapacity"] == {"cores": "30", "memory": "5Gi"}
+
+
+def sized_template(name: str, cores: str, memory: str) -> dict[str, object]:
+    """Return a template whose share's size is in its GpuShareConfig, not in capacity."""
+    made = template(name)
+    parameters = {
+        "apiVersion": NAMES.config_api_version,
+        "kind": NAMES.config_kind,
+        "cores": cores,
+        "memory": memory,
+    }
+    made["spec"]["spec"]["devices"]["config"] = [
+        {"opaque": {"driver": NAMES.driver, "parameters": parameters}}
+    ]
+    return made
+
+
+def test_config_sized_claims_share_one_plain_card(work_dir: Path) -> None:
+    """Two 50-core pods share the one plain card; a third waits: the card is full."""
+    with plain_cluster(work_dir, 1) as cluster, running(cluster):
+        cluster.apply([sized_template("half", "50", "8Gi")])
+        cluster.apply([gated_pod("a", "half"), gated_pod("b", "half")])
+        for name in ("a", "b"):
+            cluster.wait_for(lambda name=name: bound(cluster, name), f"pod {name} to be bound")
+        for claim in claims(cluster):
+            (result,) = claim["status"]["allocation"]["devices"]["results"]
+            assert result["device"] == "gpu-0"
+            assert "shareID" not in result
+            (entry,) = claim["status"]["allocation"]["devices"]["config"]
+            assert entry["opaque"]["parameters"]["cores"] == "50"
+        cluster.apply([gated_pod("c", "half")])
+        cluster.wait_for(
+            lambda: any(e["reason"] == "FailedAllocation" for e in events_for(cluster, "c")),
+            "the third pod's FailedAllocation event",
+        )
+        assert taken_devices(cluster) == ["gpu-0", "gpu-0"]
+
+
+def test_turning_the_gate_on_keeps_config_shares_and_fills_beside_them(work_dir: Path) -> None:
+    """After the upgrade a config share keeps its card and size; a new share joins it there."""
+    with plain_cluster(work_dir, 1) as cluster, running(cluster):
+        cluster.apply([sized_template("old", "40", "6Gi"), gated_pod("old", "old")])
+        cluster.wait_for(lambda: bound(cluster, "old"), "the config-sized pod")
+        (before,) = claims(cluster)
+        cluster.server.app.admission.gates.enabled["DRAConsumableCapacity"] = True
+        for slice_ in slices_of([node("node-a", 1)], shared=False):
+            cluster.server.delete("resourceslices", None, slice_["metadata"]["name"])
+        cluster.apply([with_generation(s, 2) for s in slices_of([node("node-a", 1)])])
+        cluster.apply([template("new", "60", "10Gi"), gated_pod("new", "new")])
+        cluster.wait_for(lambda: bound(cluster, "new"), "the new share beside it")
+        after = {c["metadata"]["name"]: c for c in claims(cluster)}
+        assert after[before["metadata"]["name"]]["status"] == before["status"]
+        (new,) = (c for name, c in after.items() if name != before["metadata"]["name"])
+        (result,) = new["status"]["allocation"]["devices"]["results"]
+        assert (result["device"], result["consumedCapacity"]) == (
+            "gpu-0",
+            {"cores": "60", "memory": "10Gi"},
+        )
+        cluster.apply([template("more", "1", "1Gi"), gated_pod("more", "more")])
+        cluster.wait_for(
+            lambda: any(e["reason"] == "FailedAllocation" for e in events_for(cluster, "more")),
+            "the FailedAllocation of a share the full card cannot take",
+        )

@@ -1,5 +1,6 @@
 """The allocation engine: pure functions from a cluster snapshot to allocations or reasons."""
 
+from dra_driver.controller.engine.devices import Device
 from dra_driver.controller.engine.place import (
     ClaimAllocation,
     Placed,
@@ -9,7 +10,7 @@ from dra_driver.controller.engine.place import (
 )
 from dra_driver.controller.engine.requests import claim_key, class_names, uses_driver
 from dra_driver.controller.engine.scoring import Policy
-from dra_driver.controller.engine.snapshot import Device, Snapshot
+from dra_driver.controller.engine.snapshot import Snapshot
 
 __all__ = [
     "ClaimAllocation",

@@ -12,9 +12,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
+from dra_driver.controller.engine.devices import Device
 from dra_driver.controller.engine.load import Model
 from dra_driver.controller.engine.requests import Alternative
-from dra_driver.controller.engine.snapshot import Device
 from dra_driver.k8s.quantity import QuantityFormat, format_quantity, quantity_format
 from dra_driver.structured.consumable import Capacity
 
@@ -48,7 +48,7 @@ def closeness(wanted: Mapping[str, Fraction], free: Mapping[str, Fraction]) -> f
 
 def wanted_text(alternative: Alternative, device: Device, wanted: Mapping[str, Fraction]) -> str:
     """Say what one share of ``alternative`` needs: ``card with 12Gi memory, 30 cores free``."""
-    if alternative.exclusive or not device.shareable:
+    if alternative.exclusive or not device.model.shares(alternative.sized):
         return "idle card for a whole-card share"
     return _share_text(device.model, tuple(sorted(wanted.items())))
 

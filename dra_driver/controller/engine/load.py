@@ -29,6 +29,12 @@ class Model:
 
     shareable: bool
     capacities: Mapping[str, Capacity]
+    plain: bool = False
+    """Whole-only as published, shared by config sizes (see ``Device.plain``)."""
+
+    def shares(self, sized: bool) -> bool:
+        """Whether a pick on such a card is a share (``sized``: the config gives its size)."""
+        return self.shareable or (self.plain and sized)
 
 
 class Models:
@@ -37,12 +43,14 @@ class Models:
     def __init__(self) -> None:
         self._known: dict[tuple[object, ...], Model] = {}
 
-    def get(self, shareable: bool, capacities: Mapping[str, Capacity]) -> Model:
+    def get(
+        self, shareable: bool, capacities: Mapping[str, Capacity], *, plain: bool = False
+    ) -> Model:
         """Return the model of a device with these properties."""
-        key = (shareable, tuple(sorted(capacities.items())))
+        key = (shareable, plain, tuple(sorted(capacities.items())))
         model = self._known.get(key)
         if model is None:
-            model = self._known[key] = Model(shareable, dict(capacities))
+            model = self._known[key] = Model(shareable, dict(capacities), plain)
         return model
 
 

@@ -13,10 +13,11 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any, Final
 
+from dra_driver.controller.engine.devices import Device
 from dra_driver.controller.engine.load import Model
 from dra_driver.controller.engine.requests import Alternative
 from dra_driver.controller.engine.scoring import free_fraction
-from dra_driver.controller.engine.snapshot import Device, Snapshot
+from dra_driver.controller.engine.snapshot import Snapshot
 from dra_driver.k8s.scheduling import tolerates
 from dra_driver.structured import cel
 from dra_driver.structured.allocated import DeviceId
@@ -67,7 +68,8 @@ class Pick:
         }
         if self.alternative.tolerations:
             result["tolerations"] = [dict(t) for t in self.alternative.tolerations]
-        if self.consumed is not None:
+        # A whole-only card's share is counted by its config: the API server would drop both.
+        if self.consumed is not None and self.device.shareable:
             result["shareID"] = share_id()
             result["consumedCapacity"] = format_consumed(self.device.capacities, self.consumed)
         return result
@@ -225,7 +227,7 @@ class Matcher:
     def _remembered(self, alternative: Alternative, model: Model) -> Consumption:
         key = (_request_key(alternative), model)
         if key not in self._consumption:
-            shareable, capacities = model.shareable, dict(model.capacities)
+            shareable, capacities = model.shares(alternative.sized), dict(model.capacities)
             try:
                 consumed = consumed_capacity(capacities, alternative.capacity)
                 if not shareable:
@@ -246,8 +248,8 @@ _MISSING: Final = object()
 
 
 def _request_key(alternative: Alternative) -> tuple[object, ...]:
-    """Return what consumption depends on besides the device: amounts, exclusivity."""
-    return tuple(sorted(alternative.capacity.items())), alternative.exclusive
+    """Return what consumption depends on besides the device: amounts, exclusivity, sizing."""
+    return tuple(sorted(alternative.capacity.items())), alternative.exclusive, alternative.sized
 
 
 def _values(capacities: dict[str, Capacity]) -> dict[str, Fraction]:

@@ -26,6 +26,7 @@ from dra_driver.structured.classes import (
     spec_uses_driver,
 )
 from dra_driver.structured.config import applies_to, share_config
+from dra_driver.structured.configshares import config_amounts
 
 Object = dict[str, Any]
 
@@ -50,6 +51,7 @@ class Alternative:
     all_devices: bool
     count: int
     capacity: Mapping[str, Fraction]
+    """The capacity requests, or the amounts the config's ``cores`` and ``memory`` give."""
     tolerations: tuple[Object, ...]
     config: EffectiveConfig
     class_config: tuple[Object, ...]
@@ -59,6 +61,11 @@ class Alternative:
     def exclusive(self) -> bool:
         """Whether each share takes its whole card (``isolation: exclusive``)."""
         return self.config.isolation is Isolation.EXCLUSIVE
+
+    @property
+    def sized(self) -> bool:
+        """Whether the config gives the size: such a share may go on a whole-only card."""
+        return self.config.sized
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,6 +188,15 @@ def _alternative(
         ).effective()
     except ConfigError as exc:
         raise ClaimRefused(f"{where}: {exc}") from exc
+    capacity = _capacity(entry, where)
+    if config.sized:
+        if capacity:
+            raise ClaimRefused(
+                f"{where}.capacity: the request's {names.config_kind} sets cores or memory "
+                "too; give the share's size in one place, the capacity requests or the "
+                "config's cores and memory"
+            )
+        capacity = config_amounts(config)
     return Alternative(
         name=result_name,
         class_name=class_name,
@@ -197,7 +213,7 @@ def _alternative(
         + _selectors(entry.get("selectors") or [], where),
         all_devices=mode == "All",
         count=count,
-        capacity=_capacity(entry, where),
+        capacity=capacity,
         tolerations=tolerations,
         config=config,
         class_config=class_config,

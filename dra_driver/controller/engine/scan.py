@@ -21,10 +21,11 @@ from typing import Any, Final
 
 from dra_driver.controller.engine import explain, scoring
 from dra_driver.controller.engine.budget import Budget, BudgetExhausted
+from dra_driver.controller.engine.devices import Device
 from dra_driver.controller.engine.matching import Matcher, Pick
 from dra_driver.controller.engine.requests import ClaimSpec
 from dra_driver.controller.engine.search import NodeSearch
-from dra_driver.controller.engine.snapshot import Device, Snapshot
+from dra_driver.controller.engine.snapshot import Snapshot
 from dra_driver.k8s.scheduling import node_selector_matches, node_unfit_reason
 
 Object = dict[str, Any]

@@ -1,10 +1,9 @@
 """Find devices on one node for every request of a pod's claims: depth-first with backtracking.
 
-Requests are taken in claim order, then request order; each request tries its alternatives in
-order, and picks its devices from the best-ranked card down (:mod:`scoring`), so the first
-complete solution found is the policy's choice. A dead end (a constraint, or cards shared
-between requests) backtracks, so the search is complete: it finds an allocation whenever one
-exists, within a step budget that bounds the worst case.
+Requests are taken in claim order, then request order; each tries its alternatives in order
+and picks devices from the best-ranked card down (:mod:`scoring`): the first complete solution
+is the policy's choice. A dead end (a constraint, or cards shared between requests) backtracks,
+so the search finds an allocation whenever one exists, within a step budget for the worst case.
 """
 
 from __future__ import annotations
@@ -16,9 +15,10 @@ from typing import Any
 from dra_driver.api import Priority
 from dra_driver.controller.engine import explain, scoring
 from dra_driver.controller.engine.budget import Budget
+from dra_driver.controller.engine.devices import Device, typed_value
 from dra_driver.controller.engine.matching import Matcher, Pick
 from dra_driver.controller.engine.requests import MAX_RESULTS, Alternative, ClaimSpec, Constraint
-from dra_driver.controller.engine.snapshot import Device, Snapshot, typed_value
+from dra_driver.controller.engine.snapshot import Snapshot
 from dra_driver.structured.allocated import DeviceId
 from dra_driver.structured.consumable import CapacityRejected
 

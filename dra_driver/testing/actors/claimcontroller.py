@@ -19,8 +19,8 @@ from dra_driver.k8s.errors import AlreadyExistsError, NotFoundError
 from dra_driver.k8s.events import EventRecorder
 from dra_driver.k8s.informer import EventType, Informer, Object, object_key
 from dra_driver.k8s.reconcile import ReconcileLoop
+from dra_driver.structured.configshares import SCHEDULER_FINALIZER
 
-BUILTIN_FINALIZER: Final = "resource.kubernetes.io/delete-protection"
 POD_CLAIM_NAME_ANNOTATION: Final = "resource.kubernetes.io/pod-claim-name"
 
 Key = tuple[str, str, str]
@@ -188,7 +188,7 @@ class ResourceClaimController:
             )
             return
         finalizers = claim["metadata"].get("finalizers") or []
-        if not keep and BUILTIN_FINALIZER in finalizers:
+        if not keep and SCHEDULER_FINALIZER in finalizers:
             if status.get("allocation"):
                 cleared = {k: v for k, v in status.items() if k not in ("allocation", "devices")}
                 raw.call(
@@ -198,7 +198,7 @@ class ResourceClaimController:
                     {**claim, "status": cleared},
                 )
                 return
-            remaining = [f for f in finalizers if f != BUILTIN_FINALIZER]
+            remaining = [f for f in finalizers if f != SCHEDULER_FINALIZER]
             raw.call(
                 self._resource.replace_namespaced_resource_claim,
                 name,

@@ -25,7 +25,7 @@ from dra_driver.k8s.reconcile import ReconcileLoop, Requeue
 from dra_driver.k8s.scheduling import node_selector_matches, node_unfit_reason
 from dra_driver.k8s.timestamps import rfc3339
 from dra_driver.logging import get_logger
-from dra_driver.testing.actors.claimcontroller import BUILTIN_FINALIZER
+from dra_driver.structured.configshares import SCHEDULER_FINALIZER
 from dra_driver.testing.actors.firstfit import AllocatedState, Unallocatable, allocate_on_node
 
 PodKey = tuple[str, str]
@@ -223,7 +223,7 @@ class Scheduler:
         namespace, pod_name = object_key(pod)
         name = claim["metadata"]["name"]
         if allocation is not None:
-            finalizers = [*(claim["metadata"].get("finalizers") or []), BUILTIN_FINALIZER]
+            finalizers = [*(claim["metadata"].get("finalizers") or []), SCHEDULER_FINALIZER]
             claim = raw.call(
                 self._resource.replace_namespaced_resource_claim,
                 name,
