@@ -16,9 +16,13 @@ from typing import Final, Protocol
 
 from dra_driver.api.errors import ConfigError
 
+CORES: Final = "cores"
+"""The capacity of a card's compute, in per cent of its SMs: 100."""
+MEMORY: Final = "memory"
+"""The capacity of a card's memory, in bytes."""
 MAX_CORES: Final = 100
-"""Cores are per cent of the card's SMs."""
 MIB: Final = 1024**2
+"""Memory is handed out in whole MiB."""
 _UNITS: Final = {"Mi": MIB, "Gi": 1024**3, "Ti": 1024**4}
 _CORES_TEXT: Final = r"^(0|[1-9][0-9]?|100)$"
 _MEMORY_TEXT: Final = r"^[1-9][0-9]{0,6}(Mi|Gi|Ti)$"

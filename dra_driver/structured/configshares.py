@@ -23,6 +23,8 @@ from fractions import Fraction
 from typing import Any, Final
 
 from dra_driver.api import ConfigError, DriverNames, EffectiveConfig, Isolation
+from dra_driver.api.fields import CORES, MEMORY, MIB, CoresCodec, MemoryCodec
+from dra_driver.k8s.quantity import QuantityError, parse_quantity
 from dra_driver.structured.allocated import DeviceId
 from dra_driver.structured.config import share_config
 from dra_driver.structured.consumable import (
@@ -37,8 +39,6 @@ Object = dict[str, Any]
 
 SCHEDULER_FINALIZER: Final = "resource.kubernetes.io/delete-protection"
 """kube-scheduler adds it to a claim in the same step as it allocates the claim."""
-CORES: Final = "cores"
-MEMORY: Final = "memory"
 _SHARE_PREFIX: Final = "config/"
 """Counted share IDs start with this; real ones are UUIDs, so they never collide."""
 
@@ -51,6 +51,27 @@ def config_amounts(config: EffectiveConfig) -> dict[str, Fraction]:
     if config.memory is not None:
         amounts[MEMORY] = Fraction(config.memory)
     return amounts
+
+
+def config_size(name: str, text: str) -> str | None:
+    """Return a capacity request's amount as the config field ``name`` writes it.
+
+    ``None`` when the amount has no exact equivalent there (12.5 cores, 1536Ki, 101 cores):
+    the config takes whole cores from 0 to 100 and whole MiB from 1Mi.
+    """
+    try:
+        amount = parse_quantity(text)
+    except QuantityError:
+        return None
+    if amount.denominator != 1 or (name == MEMORY and amount % MIB):
+        return None
+    codec: CoresCodec | MemoryCodec = CoresCodec() if name == CORES else MemoryCodec()
+    value = codec.encode(int(amount))
+    try:
+        codec.decode(value, name)
+    except ConfigError:
+        return None
+    return value
 
 
 def allocated_by_scheduler(claim: Mapping[str, Any]) -> bool:

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from dra_driver.api import DriverNames
 from dra_driver.api.errors import Reason, quote
+from dra_driver.api.fields import CORES, MAX_CORES, MEMORY, MIB
 from dra_driver.k8s.quantity import (
     QuantityError,
     QuantityFormat,
@@ -24,10 +25,7 @@ from dra_driver.k8s.quantity import (
     parse_quantity,
 )
 
-CORES: Final = "cores"
-MEMORY: Final = "memory"
-MAX_CORES: Final = 100
-MEMORY_STEP: Final = 1024**2
+MEMORY_STEP: Final = MIB
 
 
 @dataclass(frozen=True)

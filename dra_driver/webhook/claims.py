@@ -22,11 +22,12 @@ from dra_driver.api import (
     merge_configs,
 )
 from dra_driver.api.errors import quote
+from dra_driver.api.fields import CORES, MAX_CORES
 from dra_driver.cdi.policy import unsupported_policy
 from dra_driver.structured import cel
 from dra_driver.structured.classes import class_driver, device_entries
 from dra_driver.structured.config import applies_to, parent_request
-from dra_driver.webhook.capacity import CORES, MAX_CORES, Limits, check_capacity, invalid
+from dra_driver.webhook.capacity import Limits, check_capacity, invalid
 from dra_driver.webhook.sizes import Source, config_memory_problem, size_conflict
 
 Object = Mapping[str, Any]

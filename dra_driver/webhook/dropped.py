@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from dra_driver.api import ConfigError, DriverNames
+from dra_driver.api import DriverNames
 from dra_driver.api.errors import Reason, quote
-from dra_driver.api.fields import MIB, CoresCodec, MemoryCodec
-from dra_driver.k8s.quantity import QuantityError, parse_quantity
+from dra_driver.api.fields import CORES, MEMORY
 from dra_driver.structured.classes import class_driver, device_entries
-from dra_driver.webhook.capacity import CORES, MEMORY, Limits
+from dra_driver.structured.configshares import config_size
+from dra_driver.webhook.capacity import Limits
 
 Object = Mapping[str, Any]
 
@@ -76,16 +76,5 @@ def _config_sizes(requests: Mapping[str, Any]) -> str:
 
 def _config_size(name: str, text: str) -> str:
     """Return ``name: value`` as the config would take it, or what to write in general."""
-    try:
-        amount = parse_quantity(text)
-    except QuantityError:
-        return _GENERIC[name]
-    if amount.denominator != 1 or (name == MEMORY and amount % MIB):
-        return _GENERIC[name]
-    codec: CoresCodec | MemoryCodec = CoresCodec() if name == CORES else MemoryCodec()
-    value = codec.encode(int(amount))
-    try:
-        codec.decode(value, name)  # the config's own range: cores 0..100, memory from 1Mi
-    except ConfigError:
-        return _GENERIC[name]
-    return f"{name}: {value}"
+    value = config_size(name, text)
+    return _GENERIC[name] if value is None else f"{name}: {value}"

@@ -16,7 +16,8 @@ from typing import Any, Final
 
 from dra_driver.api import DriverNames, GpuShareConfig
 from dra_driver.api.errors import Reason, quote
-from dra_driver.webhook.capacity import CORES, MEMORY, Limits, invalid, over_largest_card
+from dra_driver.api.fields import CORES, MEMORY
+from dra_driver.webhook.capacity import Limits, invalid, over_largest_card
 
 ONE_PLACE: Final = (
     "give the share's size in one place: either capacity requests or the config's cores and memory"

@@ -7,9 +7,10 @@ import copy
 from controller.kit import card
 from webhook.kit import LIMITS, NAMES, SLICES
 
+from dra_driver.api.fields import CORES, MAX_CORES, MEMORY
 from dra_driver.k8s.quantity import parse_quantity
 from dra_driver.kubeletplugin.slices import card_device
-from dra_driver.webhook.capacity import CORES, MAX_CORES, MEMORY, MEMORY_STEP, limits_from_slices
+from dra_driver.webhook.capacity import MEMORY_STEP, limits_from_slices
 
 
 def test_constants_match_the_published_request_policy() -> None:
