@@ -6,8 +6,10 @@ every slice at the new generation, so consumers never mix old and new slices. Sl
 deletes are written again. Before the first slice with devices is written, a dry-run create
 checks that the API server keeps the consumable-capacity fields; if it strips them (the
 ``DRAConsumableCapacity`` gate is off, as on 1.34 and 1.35 by default), the cards are published
-as plain devices, each allocated whole, until a periodic re-check finds the gate on and
-publishes them shareable again (same device names: allocations made meanwhile stay valid).
+as plain devices, which the controller shares by the cores and memory of each claim's
+GpuShareConfig, until a periodic re-check finds the gate on and publishes them shareable again
+(same device names: allocations made meanwhile stay valid). Each change of mode is logged and
+reported to ``on_capacity_change``.
 
 A write that fails with an unknown outcome (a timeout, a broken connection, a 500) may have
 been stored. Slices are created with ``generateName``, so a create repeated blindly would
@@ -56,6 +58,20 @@ ENABLE_GATE_HINT: Final = (
     "enable the DRAConsumableCapacity feature gate on kube-apiserver, kube-scheduler and "
     "kubelet (alpha in 1.34/1.35, on by default from 1.36)"
 )
+SHAREABLE_MODE: Final = "consumable-capacity"
+PLAIN_MODE: Final = "plain-devices"
+
+
+def sharing_mode(supported: bool | None) -> str:
+    """Say how the cards are published, for ``/readyz`` and the logs."""
+    if supported is None:
+        return "not known yet (no card published)"
+    if supported:
+        return f"{SHAREABLE_MODE} (cards are shared by capacity requests)"
+    return (
+        f"{PLAIN_MODE} (the API server has no DRAConsumableCapacity; the controller shares "
+        "cards by GpuShareConfig cores/memory)"
+    )
 
 
 def _version(text: object) -> int:
@@ -83,11 +99,13 @@ class SlicePublisher:
         node_name: str,
         *,
         on_capacity_unsupported: Callable[[str], None] | None = None,
+        on_capacity_change: Callable[[bool], None] | None = None,
         recheck_seconds: float = 60.0,
     ) -> None:
         self._names = names
         self._node_name = node_name
         self._on_capacity_unsupported = on_capacity_unsupported
+        self._on_capacity_change = on_capacity_change
         self._recheck_seconds = recheck_seconds
         self._resource = client.ResourceV1Api(api_client)
         self._api_client = api_client
@@ -302,23 +320,29 @@ class SlicePublisher:
     def _set_capacity(self, *, supported: bool) -> None:
         self._next_check = time.monotonic() + self._recheck_seconds
         previous, self._capacity = self._capacity, supported
-        if supported:
-            if previous is False:
-                log.info(
-                    "slices.consumable_capacity_supported", action="publishing shareable devices"
-                )
+        if previous == supported:
+            log.debug("slices.consumable_capacity_unchanged", supported=supported)
             return
-        if previous is False:
-            log.debug("slices.consumable_capacity_still_unsupported")
+        if self._on_capacity_change is not None:
+            self._on_capacity_change(supported)
+        if supported:
+            log.info(
+                "slices.consumable_capacity_supported",
+                mode=SHAREABLE_MODE,
+                action="publishing shareable devices",
+            )
             return
         git_version = self._git_version()
         message = (
             f"the API server ({git_version}) drops allowMultipleAllocations and requestPolicy "
-            "from ResourceSlice devices, so GPUs cannot be shared: publishing each card as a "
-            f"whole device until it keeps them; to share cards, {ENABLE_GATE_HINT}"
+            "from ResourceSlice devices, and capacity requests from claims: publishing each card "
+            "as a plain device, which the controller shares by the cores and memory of each "
+            "claim's GpuShareConfig, until it keeps them; to share cards by capacity requests, "
+            f"{ENABLE_GATE_HINT}"
         )
         log.error(
             "slices.consumable_capacity_unsupported",
+            mode=PLAIN_MODE,
             git_version=git_version,
             action=ENABLE_GATE_HINT,
             detail=message,

@@ -253,11 +253,13 @@ def test_stripped_capacity_fields_publish_plain_devices_and_say_why() -> None:
     errors = [e for e in logs if e["event"] == "slices.consumable_capacity_unsupported"]
     assert len(errors) == 1
     assert errors[0]["log_level"] == "error"
+    assert errors[0]["mode"] == "plain-devices"
     assert errors[0]["git_version"] == "v1.35.0"
     assert "DRAConsumableCapacity feature gate" in errors[0]["action"]
     assert len(messages) == 1
     assert "v1.35.0" in messages[0]
-    assert "publishing each card as a whole device" in messages[0]
+    assert "publishing each card as a plain device" in messages[0]
+    assert "cores and memory of each claim's GpuShareConfig" in messages[0]
     assert "kube-apiserver, kube-scheduler and kubelet" in messages[0]
 
 
@@ -274,11 +276,50 @@ def test_plain_devices_are_not_mistaken_for_a_gate_turned_off_again() -> None:
     assert slice_name(published) == slice_name(first[0])
 
 
-def test_enabling_the_gate_later_makes_the_same_devices_shareable() -> None:
-    """The periodic re-check notices the gate turned on: the same device names, now shareable."""
+def test_a_shareable_server_is_reported_once() -> None:
+    """On 1.36 the first publish reports consumable capacity, logged once; later ones do not."""
+    changes: list[bool] = []
+    with (
+        fake_server() as server,
+        capture_logs() as logs,
+        publishing(server, [card(0)], on_capacity_change=changes.append) as publisher,
+    ):
+        assert publisher.wait_published(10)
+        publisher.publish([card(0), card(1)])
+        assert publisher.wait_published(10)
+    assert changes == [True]
+    found = [e for e in logs if e["event"] == "slices.consumable_capacity_supported"]
+    assert [(e["log_level"], e["mode"]) for e in found] == [("info", "consumable-capacity")]
+
+
+def test_re_checks_of_a_plain_server_report_nothing_new() -> None:
+    """Many re-checks finding the gate still off: one report, one error log, still plain."""
+    changes: list[bool] = []
     with (
         fake_server("1.35") as server,
-        publishing(server, [card(0)], recheck_seconds=0.2) as publisher,
+        capture_logs() as logs,
+        publishing(
+            server, [card(0)], on_capacity_change=changes.append, recheck_seconds=0.02
+        ) as publisher,
+    ):
+        assert publisher.wait_published(10)
+        # The first dry-run create, a real create, then re-checks: each one a dry-run create.
+        wait_for(lambda: server.requests[("create", "resourceslices")] >= 6, "five re-checks")
+        assert publisher.consumable_capacity_supported is False
+    assert changes == [False]
+    errors = [e for e in logs if e["event"] == "slices.consumable_capacity_unsupported"]
+    assert len(errors) == 1
+
+
+def test_enabling_the_gate_later_makes_the_same_devices_shareable() -> None:
+    """The periodic re-check notices the gate turned on: the same device names, now shareable."""
+    changes: list[bool] = []
+    with (
+        fake_server("1.35") as server,
+        capture_logs() as logs,
+        publishing(
+            server, [card(0)], recheck_seconds=0.2, on_capacity_change=changes.append
+        ) as publisher,
     ):
         assert publisher.wait_published(10)
         assert publisher.consumable_capacity_supported is False
@@ -295,6 +336,10 @@ def test_enabling_the_gate_later_makes_the_same_devices_shareable() -> None:
     assert supported is True
     assert device["name"] == plain["name"]
     assert "requestPolicy" in device["capacity"]["cores"]
+    assert changes == [False, True]
+    (turned_on,) = [e for e in logs if e["event"] == "slices.consumable_capacity_supported"]
+    assert turned_on["mode"] == "consumable-capacity"
+    assert turned_on["action"] == "publishing shareable devices"
 
 
 def test_stop_is_prompt_and_leaves_no_thread(server: FakeApiServer) -> None:
