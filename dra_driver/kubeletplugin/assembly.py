@@ -23,7 +23,7 @@ from dra_driver.kubeletplugin.metrics import PluginMetrics, ShareCollector
 from dra_driver.kubeletplugin.monitor import RegionMonitor, monitored_claims
 from dra_driver.kubeletplugin.paths import NodePaths
 from dra_driver.kubeletplugin.prerequisites import Prerequisites, backend_problem, driver_problem
-from dra_driver.kubeletplugin.publisher import SlicePublisher
+from dra_driver.kubeletplugin.publisher import SlicePublisher, sharing_mode
 from dra_driver.kubeletplugin.settings import KubeletPluginSettings
 from dra_driver.kubeletplugin.state import ClaimPreparer
 from dra_driver.logging import get_logger
@@ -99,9 +99,6 @@ class Cards:
         if changed:
             log.info("cards.changed", cards=len(discovery.cards))
             self._publisher.publish(discovery.cards)
-        supported = self._publisher.consumable_capacity_supported
-        if supported is not None:
-            self._metrics.consumable_capacity.set(1 if supported else 0)
 
 
 @dataclasses.dataclass
@@ -140,6 +137,10 @@ class PluginParts:
             "prerequisites": self.prerequisites.not_ready,
         }
 
+    def sharing(self) -> str:
+        """Say how the cards are published, for ``/readyz``."""
+        return sharing_mode(self.publisher.consumable_capacity_supported)
+
     def refresh(self) -> None:
         """Discover the cards again, and check the prerequisites if a minute has passed."""
         self.cards.refresh()
@@ -177,7 +178,9 @@ def build(
         log.info("plugin.driver_files", files=describe(files.files))
     registry = CollectorRegistry()
     metrics = PluginMetrics(registry)
-    publisher = SlicePublisher(api_client, names, settings.node_name)
+    publisher = SlicePublisher(
+        api_client, names, settings.node_name, on_capacity_change=metrics.set_consumable_capacity
+    )
     cards = Cards(source, publisher, metrics)
     resource = client.ResourceV1Api(api_client)
     paths = NodePaths(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Final
 
@@ -50,9 +51,16 @@ class PluginMetrics:
         )
         self.consumable_capacity = Gauge(
             "gpushare_consumable_capacity_supported",
-            "1 if the API server keeps consumable-capacity fields, 0 if it strips them",
+            "1 if the API server keeps consumable-capacity fields (cards published shareable), "
+            "0 if it strips them (cards published as plain devices), NaN until a card is published",
             registry=registry,
         )
+        # Not 0: a node with no card to publish never learns, and 0 would raise the alert.
+        self.consumable_capacity.set(math.nan)
+
+    def set_consumable_capacity(self, supported: bool) -> None:
+        """Record what the slice publisher learnt of the API server."""
+        self.consumable_capacity.set(1 if supported else 0)
 
 
 SHARE_LABELS: Final = ("node", "namespace", "pod", "claim", "uuid", "priority", "isolation")
