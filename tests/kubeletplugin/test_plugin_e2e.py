@@ -414,3 +414,32 @@ def test_the_monitor_holds_offline_work_and_never_leaves_it_held_when_it_goes(
         cluster.wait_for(lambda: not offline.suspended, "the hold to be lifted", timeout=5)
     finally:
         assert plugin.terminate() == 0, plugin.log.read_text()
+
+
+# -- an API server without DRAConsumableCapacity: plain devices, sized by GpuShareConfig -----
+
+
+def test_a_plain_card_on_1_35_is_held_to_the_configs_size(work_dir: Path, inventory: Path) -> None:
+    """On 1.35 the card is a plain device and the allocation has no consumedCapacity: 30 / 5Gi."""
+    names = DriverNames.for_driver(DRIVER)
+    parameters = {"apiVersion": names.config_api_version, "kind": names.config_kind}
+    sized = template("sized")
+    sized["spec"]["spec"]["devices"]["config"] = [
+        {"opaque": {"driver": DRIVER, "parameters": {**parameters, "cores": 30, "memory": "5Gi"}}}
+    ]
+    with FakeCluster(load_inventory(inventory), work_dir, kube_version="1.35") as cluster:
+        cluster.apply([DEVICE_CLASS])
+        plugin = Plugin(cluster, inventory)
+        try:
+            plugin.wait_serving()
+            cluster.apply([sized, pod("p1", "sized")])
+            env = container_env(cluster, "p1")
+            claim = raw.call(
+                client.ResourceV1Api(cluster.api).list_namespaced_resource_claim, "default"
+            )["items"][0]
+        finally:
+            assert plugin.terminate() == 0, plugin.log.read_text()
+    (result,) = claim["status"]["allocation"]["devices"]["results"]
+    assert "consumedCapacity" not in result
+    assert env["CUDA_DEVICE_SM_LIMIT_0"] == "30"
+    assert env["CUDA_DEVICE_MEMORY_LIMIT_0"] == "5120m"
