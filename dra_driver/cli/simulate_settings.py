@@ -39,3 +39,9 @@ class SimulateSettings:
         choices=("binpack", "spread"),
     )
     output: str = flag("table", "output format", choices=("table", "json"), short="-o")
+    consumable_capacity: bool = flag(
+        True,
+        "false: simulate an API server without DRAConsumableCapacity (Kubernetes 1.34 and "
+        "1.35 as shipped): cards are published whole-only, and the manifests' capacity "
+        "requests become GpuShareConfig cores and memory, which the controller shares by",
+    )

@@ -29,6 +29,7 @@ from dra_driver.simulate.progress import Progress
 from dra_driver.simulate.render import render_json, render_table
 from dra_driver.simulate.runner import Runner, ScenarioReport, SimulationError
 from dra_driver.simulate.scenarios import SCENARIOS, Scenario
+from dra_driver.simulate.sizes import sized_run
 from dra_driver.simulate.stack import Stack, StackError
 
 EXIT_OK: Final = 0
@@ -121,6 +122,8 @@ def run(
     """Run the simulation and print its report; return the exit status."""
     try:
         inventory, description, runs = _inputs(settings, examples)
+        if not settings.consumable_capacity:
+            runs = [sized_run(scenario, manifest, names) for scenario, manifest in runs]
     except InputError as exc:
         print(f"gpushare-dra simulate: error: {exc}", file=stderr)
         return EXIT_USAGE
@@ -131,7 +134,14 @@ def run(
     try:
         with (
             _sigterm_interrupts(),
-            Stack(names, inventory, controller, bin_dir=bin_dir, on_progress=progress) as stack,
+            Stack(
+                names,
+                inventory,
+                controller,
+                bin_dir=bin_dir,
+                on_progress=progress,
+                consumable_capacity=settings.consumable_capacity,
+            ) as stack,
         ):
             runner = Runner(stack, names, progress)
             for scenario, manifest in runs:

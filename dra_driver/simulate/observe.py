@@ -17,7 +17,14 @@ from kubernetes import client
 
 from dra_driver.api import ConfigError, DriverNames
 from dra_driver.k8s import objects, raw
-from dra_driver.simulate.cards import Card, CardUse, card_uses, published_cards, quantity
+from dra_driver.simulate.cards import (
+    Card,
+    CardUse,
+    card_uses,
+    counted_claims,
+    published_cards,
+    quantity,
+)
 from dra_driver.simulate.cudawork import TaskFact
 from dra_driver.structured.config import share_config
 from dra_driver.testing.cluster import FakeCluster
@@ -108,7 +115,11 @@ class Observer:
         """Return the pods of ``namespaces`` (``owners`` names what made each) and all cards."""
         slices = raw.call(self._resource.list_resource_slice)["items"]
         cards = published_cards(slices, self._names.driver)
-        claims = raw.call(self._resource.list_resource_claim_for_all_namespaces)["items"]
+        claims = counted_claims(
+            raw.call(self._resource.list_resource_claim_for_all_namespaces)["items"],
+            cards,
+            self._names,
+        )
         classes = {
             c["metadata"]["name"]: c for c in raw.call(self._resource.list_device_class)["items"]
         }
@@ -157,18 +168,24 @@ class Observer:
         requests = claim["spec"]["devices"].get("requests") or []
         if allocation:
             entries = (allocation.get("devices") or {}).get("config") or []
-            return [
-                ShareFact(
-                    key,
-                    result["request"],
-                    cards.get((result["pool"], result["device"])),
-                    quantity((result.get("consumedCapacity") or {}).get("cores")),
-                    quantity((result.get("consumedCapacity") or {}).get("memory")),
-                    *self._config(entries, result["request"], result["driver"]),
-                    objects.uid(claim),
+            shares = []
+            for result in allocation["devices"]["results"]:
+                card = cards.get((result["pool"], result["device"]))
+                consumed = result.get("consumedCapacity") or {}
+                # Allocated without a share (a whole-only card): the claim holds all of it.
+                whole = card is not None and not result.get("shareID")
+                shares.append(
+                    ShareFact(
+                        key,
+                        result["request"],
+                        card,
+                        card.cores if whole and card else quantity(consumed.get("cores")),
+                        card.memory if whole and card else quantity(consumed.get("memory")),
+                        *self._config(entries, result["request"], result["driver"]),
+                        objects.uid(claim),
+                    )
                 )
-                for result in allocation["devices"]["results"]
-            ]
+            return shares
         shares = []
         for request in requests:
             exactly = request.get("exactly") or {}

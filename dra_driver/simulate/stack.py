@@ -103,8 +103,11 @@ class Stack:
         bin_dir: Path | None = None,
         on_progress: Callable[[str], None] = lambda _: None,
         monitor_period: float = DEFAULT_MONITOR_PERIOD,
+        consumable_capacity: bool = True,
     ) -> None:
         self.names, self.inventory = names, inventory
+        # 1.35's API server has DRAConsumableCapacity off, as the releases before 1.36 ship.
+        self._kube_version = "1.36" if consumable_capacity else "1.35"
         self._monitor_period = monitor_period
         self._controller_settings = controller
         self._bin_dir = bin_dir
@@ -152,7 +155,9 @@ class Stack:
         inventory_file.write_text(dump_inventory(self.inventory))
         mode = "a real control plane" if self._bin_dir else "the fake API server"
         self._progress(f"starting {mode} with {len(self.inventory.nodes)} nodes")
-        self._cluster = FakeCluster(self.inventory, self.work_dir, bin_dir=self._bin_dir)
+        self._cluster = FakeCluster(
+            self.inventory, self.work_dir, bin_dir=self._bin_dir, kube_version=self._kube_version
+        )
         try:
             self._cluster.start()
         except ControlPlaneError as exc:

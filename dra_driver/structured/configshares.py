@@ -56,9 +56,11 @@ def config_amounts(config: EffectiveConfig) -> dict[str, Fraction]:
 def config_size(name: str, text: str) -> str | None:
     """Return a capacity request's amount as the config field ``name`` writes it.
 
-    ``None`` when the amount has no exact equivalent there (12.5 cores, 1536Ki, 101 cores):
-    the config takes whole cores from 0 to 100 and whole MiB from 1Mi.
+    ``None`` when the amount has no exact equivalent there (12.5 cores, 1536Ki, 101 cores),
+    or the config has no such field: it takes whole cores from 0 to 100 and whole MiB from 1Mi.
     """
+    if name not in (CORES, MEMORY):
+        return None
     try:
         amount = parse_quantity(text)
     except QuantityError:

@@ -239,3 +239,13 @@ def test_random_runs_on_plain_cards_never_overcommit(memories: list[int], ops: l
             snapshot = plain(inventory, claims=truth)
         check_plain_cards(snapshot, truth)
         assert snapshot.state == plain(inventory, claims=truth).state
+
+
+def test_a_whole_card_wait_on_plain_cards_reads_as_it_does_elsewhere() -> None:
+    """An unsized claim waiting for a plain card is told the amounts it needs, not 'idle card'."""
+    snapshot = plain(node("n", 1))
+    first = claim("first")
+    commit(snapshot, [first], place(snapshot, first))  # type: ignore[arg-type]
+    outcome = place(snapshot, claim("second"))
+    assert isinstance(outcome, Unplaceable)
+    assert "no card with 100 cores, 16Gi memory free" in outcome.reason

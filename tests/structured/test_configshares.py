@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from dra_driver.api import DriverNames
-from dra_driver.structured.configshares import SCHEDULER_FINALIZER, counted_claim
+from dra_driver.structured.configshares import SCHEDULER_FINALIZER, config_size, counted_claim
 from dra_driver.structured.consumable import Capacity
 
 NAMES = DriverNames.for_driver("gpushare.dra.dev")
@@ -95,3 +95,24 @@ def test_a_claim_kube_scheduler_allocated_is_never_rewritten() -> None:
     claim = allocated({"cores": "30", "memory": "5Gi"})
     claim["metadata"]["finalizers"] = [SCHEDULER_FINALIZER]
     assert counted_claim(claim, NAMES, known) is claim
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "value"),
+    [
+        ("cores", "30", "30"),
+        ("cores", "100", "100"),
+        ("cores", "101", None),
+        ("cores", "12.5", None),
+        ("memory", "5Gi", "5Gi"),
+        ("memory", "1536Mi", "1536Mi"),
+        ("memory", "1073741824", "1Gi"),
+        ("memory", "1536Ki", None),
+        ("memory", "5G", None),
+        ("memory", "not-a-quantity", None),
+        ("gpus", "1", None),
+    ],
+)
+def test_config_size_converts_only_exact_amounts(name: str, text: str, value: str | None) -> None:
+    """A capacity amount converts when the config field holds it exactly, else None."""
+    assert config_size(name, text) == value

@@ -47,8 +47,12 @@ def closeness(wanted: Mapping[str, Fraction], free: Mapping[str, Fraction]) -> f
 
 
 def wanted_text(alternative: Alternative, device: Device, wanted: Mapping[str, Fraction]) -> str:
-    """Say what one share of ``alternative`` needs: ``card with 12Gi memory, 30 cores free``."""
-    if alternative.exclusive or not device.model.shares(alternative.sized):
+    """Say what one share of ``alternative`` needs: ``card with 12Gi memory, 30 cores free``.
+
+    A whole-only card that takes config-sized shares is explained by amounts like a shareable
+    one: to a user a whole card there is a share of everything, as it is elsewhere.
+    """
+    if alternative.exclusive or not (device.model.shares(alternative.sized) or device.plain):
         return "idle card for a whole-card share"
     return _share_text(device.model, tuple(sorted(wanted.items())))
 
