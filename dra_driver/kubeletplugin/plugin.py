@@ -18,9 +18,9 @@ from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.k8s.signals import stop_on_signals
 from dra_driver.kubeletplugin.assembly import build
 from dra_driver.kubeletplugin.grpcserver import SocketPathError, socket_paths
-from dra_driver.kubeletplugin.observability import PluginObservabilityServer
 from dra_driver.kubeletplugin.settings import KubeletPluginSettings
 from dra_driver.logging import bind, get_logger
+from dra_driver.metrics import ObservabilityServer
 from dra_driver.metrics.settings import ObservabilitySettings
 from dra_driver.metrics.watchdog import liveness_checks
 from dra_driver.nvml.fake import FakeCardSource
@@ -70,9 +70,10 @@ def run(
     parts = build(names, settings, api_client, source, sockets)
     observer = None
     if observability.metrics_port >= 0:
-        observer = PluginObservabilityServer(
+        observer = ObservabilityServer(
             parts.registry,
-            sharing=parts.sharing,
+            component="kubelet-plugin",
+            status=lambda: f"sharing: {parts.sharing()}",
             port=observability.metrics_port,
             liveness=liveness_checks(parts.loops()),
             readiness=parts.readiness(),

@@ -86,6 +86,8 @@ class ObservabilityServer:
     ``port=0`` picks a free port (read it back from :attr:`port`). The probes follow the
     Kubernetes convention: status code decides, ``?verbose`` lists every check for humans.
     ``component`` labels the probe metric (``controller``, ``webhook``, ``kubelet-plugin``).
+    ``status``, when given, returns a line about the component's state (the kubelet plugin's
+    sharing mode) that opens every ``/readyz`` body; the status code stays the checks'.
     """
 
     def __init__(
@@ -97,8 +99,10 @@ class ObservabilityServer:
         port: int = 0,
         liveness: Mapping[str, HealthCheck] | None = None,
         readiness: Mapping[str, HealthCheck] | None = None,
+        status: Callable[[], str] | None = None,
     ) -> None:
         self._metrics_app = make_wsgi_app(registry)
+        self._status = status
         self._liveness = dict(liveness or {})
         self._readiness = dict(readiness or {})
         probes = {"livez": self._liveness, "readyz": self._readiness}
@@ -125,6 +129,8 @@ class ObservabilityServer:
             return [b"not found: serving /metrics, /livez and /readyz\n"]
         verbose = "verbose" in environ.get("QUERY_STRING", "")
         healthy, body = _probe_body(_run_checks(checks), verbose)
+        if path == "/readyz" and self._status is not None:
+            body = f"{self._status()}\n".encode() + body
         start_response("200 OK" if healthy else "503 Service Unavailable", [_CONTENT_TYPE])
         return [body]
 

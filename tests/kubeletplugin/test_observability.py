@@ -15,8 +15,8 @@ from kubeletplugin.test_plugin_e2e import INVENTORY
 from prometheus_client import CollectorRegistry
 
 from dra_driver.kubeletplugin.metrics import PluginMetrics
-from dra_driver.kubeletplugin.observability import PluginObservabilityServer
 from dra_driver.kubeletplugin.publisher import sharing_mode
+from dra_driver.metrics import ObservabilityServer
 from dra_driver.nvml.inventory import load_inventory
 from dra_driver.testing.cluster import FakeCluster
 from dra_driver.testing.processes import start_plugin
@@ -52,9 +52,10 @@ def node() -> Node:
 
 @pytest.fixture
 def port(node: Node) -> Iterator[int]:
-    server = PluginObservabilityServer(
+    server = ObservabilityServer(
         CollectorRegistry(),
-        sharing=lambda: sharing_mode(node.supported),
+        component="kubelet-plugin",
+        status=lambda: f"sharing: {sharing_mode(node.supported)}",
         host="127.0.0.1",
         liveness={"loop": lambda: None},
         readiness={"slices": lambda: node.problem},
