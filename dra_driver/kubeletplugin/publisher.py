@@ -340,7 +340,8 @@ class SlicePublisher:
             "claim's GpuShareConfig, until it keeps them; to share cards by capacity requests, "
             f"{ENABLE_GATE_HINT}"
         )
-        log.error(
+        # A warning: cards are still shared (by config sizes), but capacity requests are not.
+        log.warning(
             "slices.consumable_capacity_unsupported",
             mode=PLAIN_MODE,
             git_version=git_version,

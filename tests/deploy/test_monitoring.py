@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import promql_parser
 import pytest
-from deploy.chartkit import CHART, Rendered
+from deploy.chartkit import CHART, MATRIX, Rendered, deep_merge, render
 from prometheus_client import CollectorRegistry
 
 from dra_driver.controller.metrics import CardCollector, ControllerMetrics
@@ -82,10 +83,22 @@ def test_the_five_alerts_are_there_with_severity_and_text(monitoring: Rendered) 
         "GpushareHamiRegionNotUnderstood",
     }
     for name, rule in found.items():
-        assert rule["labels"]["severity"] in ("warning", "critical"), name
+        assert rule["labels"]["severity"] in ("info", "warning", "critical"), name
         assert rule["annotations"]["summary"], name
         assert rule["annotations"]["description"], name
         assert 'namespace="gpushare"' in rule["expr"], name  # only this release's pods
+
+
+def test_whole_only_cards_are_critical_only_when_the_controller_will_not_share_them(
+    helm: Path,
+) -> None:
+    """info while the controller shares whole-only cards by config sizes; critical when not."""
+    for share, severity in ((True, "info"), (False, "critical")):
+        values = deep_merge(MATRIX["monitoring"], {"controller": {"shareWholeOnlyCards": share}})
+        found = {rule["alert"]: rule for rule in rules(render(helm, values))}
+        alert = found["GpushareConsumableCapacityUnsupported"]
+        assert alert["labels"]["severity"] == severity
+        assert ("The controller shares these cards" in alert["annotations"]["description"]) is share
 
 
 def test_every_alert_is_valid_promql_over_exported_series(

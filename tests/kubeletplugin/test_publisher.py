@@ -252,7 +252,7 @@ def test_stripped_capacity_fields_publish_plain_devices_and_say_why() -> None:
         assert set(device["capacity"]["memory"]) == {"value"}
     errors = [e for e in logs if e["event"] == "slices.consumable_capacity_unsupported"]
     assert len(errors) == 1
-    assert errors[0]["log_level"] == "error"
+    assert errors[0]["log_level"] == "warning"
     assert errors[0]["mode"] == "plain-devices"
     assert errors[0]["git_version"] == "v1.35.0"
     assert "DRAConsumableCapacity feature gate" in errors[0]["action"]
@@ -293,7 +293,7 @@ def test_a_shareable_server_is_reported_once() -> None:
 
 
 def test_re_checks_of_a_plain_server_report_nothing_new() -> None:
-    """Many re-checks finding the gate still off: one report, one error log, still plain."""
+    """Many re-checks finding the gate still off: one report, one warning, still plain."""
     changes: list[bool] = []
     with (
         fake_server("1.35") as server,
