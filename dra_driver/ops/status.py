@@ -18,6 +18,7 @@ from dra_driver.api import DriverNames
 from dra_driver.k8s import objects
 from dra_driver.k8s.informer import object_key
 from dra_driver.k8s.quantity import QuantityError, QuantityFormat, format_quantity, parse_quantity
+from dra_driver.structured.configshares import counted_claims, slice_capacities
 
 Object = dict[str, Any]
 _ZERO = Fraction(0)
@@ -149,8 +150,10 @@ def cluster_status(
     events: Iterable[Object],
 ) -> Status:
     """Build the view; ``pods`` may be all pods, only those without a node are reported."""
+    slices = list(slices)
     cards = _cards(names, slices)
-    for claim in claims:
+    # Shares sized by config on whole-only cards read as the shares the controller counts.
+    for claim in counted_claims(claims, names, slice_capacities(slices, names.driver)):
         _add_shares(names, cards, claim)
     reasons = _reasons(events)
     waiting = []
@@ -251,7 +254,9 @@ def render(status: Status, output: str) -> str:
             lines += [
                 "",
                 f"whole cards only on {', '.join(whole)}: the API server drops consumable "
-                "capacity (enable the DRAConsumableCapacity feature gate to share cards)",
+                "capacity, so the controller shares these cards by GpuShareConfig cores and "
+                "memory, and capacity requests are refused (enable the DRAConsumableCapacity "
+                "feature gate to share by capacity requests)",
             ]
     if status.waiting:
         lines += [

@@ -3,7 +3,8 @@
 Totals come from the ResourceSlices (what the node offers) and use from every allocated claim
 of the driver in the cluster, whoever allocated it: a result without a share takes the card
 whole, as the controller and kube-scheduler count it, except a share sized by its config on a
-card published whole-only, which :func:`counted_claims` turns into the share it is counted as.
+card published whole-only, which the caller first turns into the share it is counted as
+(:func:`dra_driver.structured.configshares.counted_claims`).
 """
 
 from __future__ import annotations
@@ -13,11 +14,7 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any, Final
 
-from dra_driver.api import DriverNames
 from dra_driver.k8s.quantity import QuantityError, parse_quantity
-from dra_driver.structured.allocated import DeviceId
-from dra_driver.structured.configshares import counted_claim
-from dra_driver.structured.consumable import Capacity, parse_capacities
 
 Object = dict[str, Any]
 
@@ -34,7 +31,6 @@ class Card:
     pci_bus_id: str
     cores: Fraction
     memory: Fraction
-    capacities: Mapping[str, Capacity] = dataclasses.field(default_factory=dict, compare=False)
 
     @property
     def short_uuid(self) -> str:
@@ -82,7 +78,6 @@ def published_cards(slices: Iterable[Object], driver: str) -> dict[tuple[str, st
                 pci_bus_id=str((attributes.get(_PCI_BUS_ID) or {}).get("string", "")),
                 cores=parse_quantity(str(capacity["cores"]["value"])),
                 memory=parse_quantity(str(capacity["memory"]["value"])),
-                capacities=parse_capacities(device),
             )
             cards[(card.node, card.device)] = card
     return dict(sorted(cards.items()))
@@ -117,15 +112,3 @@ def card_uses(
             tally.cores += quantity(consumed.get("cores")) or 0
             tally.memory += quantity(consumed.get("memory")) or 0
     return [CardUse(cards[key], t.shares, t.whole, t.cores, t.memory) for key, t in tallies.items()]
-
-
-def counted_claims(
-    claims: Iterable[Object], cards: Mapping[tuple[str, str], Card], names: DriverNames
-) -> list[Object]:
-    """Return the claims as the controller counts them: config-sized shares made explicit."""
-
-    def capacities(device_id: DeviceId) -> Mapping[str, Capacity] | None:
-        card = cards.get((device_id[1], device_id[2]))
-        return card.capacities if card is not None else None
-
-    return [counted_claim(claim, names, capacities) for claim in claims]

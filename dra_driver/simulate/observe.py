@@ -17,16 +17,10 @@ from kubernetes import client
 
 from dra_driver.api import ConfigError, DriverNames
 from dra_driver.k8s import objects, raw
-from dra_driver.simulate.cards import (
-    Card,
-    CardUse,
-    card_uses,
-    counted_claims,
-    published_cards,
-    quantity,
-)
+from dra_driver.simulate.cards import Card, CardUse, card_uses, published_cards, quantity
 from dra_driver.simulate.cudawork import TaskFact
 from dra_driver.structured.config import share_config
+from dra_driver.structured.configshares import counted_claims, slice_capacities
 from dra_driver.testing.cluster import FakeCluster
 
 Object = dict[str, Any]
@@ -117,8 +111,8 @@ class Observer:
         cards = published_cards(slices, self._names.driver)
         claims = counted_claims(
             raw.call(self._resource.list_resource_claim_for_all_namespaces)["items"],
-            cards,
             self._names,
+            slice_capacities(slices, self._names.driver),
         )
         classes = {
             c["metadata"]["name"]: c for c in raw.call(self._resource.list_device_class)["items"]

@@ -18,7 +18,7 @@ card. Every such rule errs towards counting more, never less. Pure functions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
 from typing import Any, Final
 
@@ -33,6 +33,7 @@ from dra_driver.structured.consumable import (
     check_within,
     consumed_capacity,
     format_consumed,
+    parse_capacities,
 )
 
 Object = dict[str, Any]
@@ -158,3 +159,32 @@ def _sized_config(
     if not config.sized or config.isolation is Isolation.EXCLUSIVE:
         return None
     return config
+
+
+def slice_capacities(
+    slices: Iterable[Mapping[str, Any]], driver: str
+) -> dict[DeviceId, Mapping[str, Capacity]]:
+    """Return the capacities of ``driver``'s devices, each pool's newest generation winning.
+
+    For readers outside the controller (status, reports, checks); a malformed device is left
+    out, and its results are then counted as they are written.
+    """
+    ours = [s.get("spec") or {} for s in slices if (s.get("spec") or {}).get("driver") == driver]
+    found: dict[DeviceId, Mapping[str, Capacity]] = {}
+    for spec in sorted(ours, key=lambda spec: int((spec.get("pool") or {}).get("generation") or 0)):
+        pool = str((spec.get("pool") or {}).get("name") or "")
+        for device in spec.get("devices") or []:
+            try:
+                found[(driver, pool, str(device["name"]))] = parse_capacities(device)
+            except (KeyError, TypeError, ValueError):
+                continue
+    return found
+
+
+def counted_claims(
+    claims: Iterable[Object],
+    names: DriverNames,
+    capacities: Mapping[DeviceId, Mapping[str, Capacity]],
+) -> list[Object]:
+    """Return :func:`counted_claim` of each claim, the cards' capacities given as a mapping."""
+    return [counted_claim(claim, names, capacities.get) for claim in claims]

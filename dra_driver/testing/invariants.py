@@ -30,7 +30,7 @@ from dra_driver.api import DriverNames
 from dra_driver.cdi import spec_file_name
 from dra_driver.k8s import raw
 from dra_driver.k8s.quantity import parse_quantity
-from dra_driver.structured.consumable import parse_capacities
+from dra_driver.structured.configshares import counted_claims, slice_capacities
 from dra_driver.testing.cluster import FakeCluster
 
 Object = dict[str, Any]
@@ -61,15 +61,12 @@ def _name(obj: Object) -> str:
 
 def overcommitted(claims: Iterable[Object], slices: Iterable[Object], driver: str) -> list[str]:
     """Cards whose shares exceed a capacity, or that someone uses whole beside others."""
-    capacities = {
-        (s["spec"]["pool"]["name"], d["name"]): parse_capacities(d)
-        for s in slices
-        if s["spec"].get("driver") == driver
-        for d in s["spec"].get("devices") or []
-    }
+    by_id = slice_capacities(slices, driver)
+    capacities = {(pool, device): found for (_, pool, device), found in by_id.items()}
     used: dict[Device, Counter[str]] = {}
     users: dict[Device, list[tuple[str, bool]]] = {}
-    for claim in claims:
+    # Shares sized by config on whole-only cards count as the shares they are.
+    for claim in counted_claims(claims, DriverNames.for_driver(driver), by_id):
         for result in _results(claim, driver):
             device = (result["pool"], result["device"])
             whole = not result.get("shareID")

@@ -72,6 +72,27 @@ def test_shares_within_the_card_pass_and_one_core_too_many_fails() -> None:
     ]
 
 
+def sized(name: str, uid: str, cores: str) -> Object:
+    """Return a claim allocated n1/gpu-0 without a share, its config giving cores and 1Gi."""
+    parameters = {"apiVersion": NAMES.config_api_version, "kind": NAMES.config_kind}
+    entry = {"opaque": {"driver": DRIVER, "parameters": parameters | {"cores": cores}}}
+    entry["opaque"]["parameters"]["memory"] = "1Gi"
+    made = claim(name, uid, whole("gpu-0"))
+    made["status"]["allocation"]["devices"]["config"] = [{"source": "FromClaim", **entry}]
+    return made
+
+
+def test_config_sized_shares_on_a_plain_card_are_summed_like_shares() -> None:
+    """60 + 40 config cores on one whole-only card pass; 60 + 41 is caught like any share."""
+    slices = [slice_of("n1", "gpu-0")]
+    fine = [sized("a", UID_A, "60"), sized("b", UID_B, "40")]
+    over = [sized("a", UID_A, "60"), sized("b", UID_B, "41")]
+    assert invariants.overcommitted(fine, slices, DRIVER) == []
+    assert invariants.overcommitted(over, slices, DRIVER) == [
+        "card n1/gpu-0 is over-committed: cores 101 > 100"
+    ]
+
+
 def test_a_card_used_whole_and_shared_is_caught() -> None:
     """A result without a shareID takes the card: any other holder is a violation."""
     claims = [claim("a", UID_A, whole("gpu-0")), claim("b", UID_B, share("gpu-0", "s1", "0", "0"))]

@@ -136,6 +136,37 @@ def test_plain_devices_are_reported_as_whole_cards_only(
         assert card["shareable"] is False
 
 
+def test_config_sized_shares_on_a_plain_card_are_counted_as_shares(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two claims sized by config on one plain card: two shares of their sizes, not whole."""
+    with FakeApiServer(kube_version="1.35") as server:
+        for node in builtin_inventory("one-node-one-card").nodes:
+            server.create(node_object(node))
+            for slice_ in desired_slices(NAMES, node.name, "uid", node.cards, shared=False):
+                server.create(with_generation(slice_, 1))
+        for name, cores, memory in (("a", "30", "4Gi"), ("b", "40", "2Gi")):
+            server.create(claim(name))
+            current = server.get("resourceclaims", "default", name)
+            assert current is not None
+            allocated = claim(name, results=[whole("gpu-0")], pods=(f"p{name}",))["status"]
+            allocated["allocation"]["devices"]["results"][0]["pool"] = "node-1"
+            parameters = {"apiVersion": NAMES.config_api_version, "kind": NAMES.config_kind}
+            parameters |= {"cores": cores, "memory": memory}
+            allocated["allocation"]["devices"]["config"] = [
+                {
+                    "source": "FromClaim",
+                    "opaque": {"driver": NAMES.driver, "parameters": parameters},
+                }
+            ]
+            server.update_status({**current, "status": allocated})
+        kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+        assert main(["status", "--kubeconfig", str(kubeconfig), "-o", "json"], environ={}) == 0
+        (card,) = json.loads(capsys.readouterr().out)["cards"]
+        assert [s["wholeCard"] for s in card["shares"]] == [False, False]
+        assert (card["cores"]["used"], card["memory"]["used"]) == ("70", "6Gi")
+
+
 @pytest.mark.parametrize("command", ["status", "cleanup"])
 def test_an_unusable_kubeconfig_is_a_usage_error_naming_the_command(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
