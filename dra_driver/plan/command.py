@@ -26,7 +26,9 @@ def _cluster(names: DriverNames, settings: PlanSettings, flags: PlanSettings) ->
             raise PlanInputError("give either --inventory or --kubeconfig, not both")
         inventory, kubeconfig = flags.inventory, flags.kubeconfig
     if inventory:
-        return inventory_cluster(names, *read_inventory(inventory))
+        return inventory_cluster(
+            names, *read_inventory(inventory), shared=settings.consumable_capacity
+        )
     if kubeconfig:
         return live_cluster(names, kubeconfig)
     raise PlanInputError("give --inventory FILE|NAME (a fake GPU inventory) or --kubeconfig FILE")

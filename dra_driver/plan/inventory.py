@@ -52,11 +52,15 @@ def node_object(node: NodeInventory) -> Object:
     }
 
 
-def node_slices(names: DriverNames, node: NodeInventory) -> list[Object]:
-    """Return the node's slices as the API server would store them: named, generation 1."""
+def node_slices(names: DriverNames, node: NodeInventory, *, shared: bool = True) -> list[Object]:
+    """Return the node's slices as the API server would store them: named, generation 1.
+
+    ``shared=False``: the whole-only devices a plugin publishes without consumable capacity.
+    """
     node_uid = str(uuid.uuid5(_NODE_UID_NAMESPACE, node.name))
     slices = []
-    for index, slice_ in enumerate(desired_slices(names, node.name, node_uid, node.cards)):
+    published = desired_slices(names, node.name, node_uid, node.cards, shared=shared)
+    for index, slice_ in enumerate(published):
         stored = with_generation(slice_, 1)
         metadata = stored["metadata"]
         stored["metadata"] = {**metadata, "name": f"{metadata['generateName']}{index}"}
@@ -83,11 +87,15 @@ def read_inventory(given: str) -> tuple[Inventory, str]:
     )
 
 
-def inventory_cluster(names: DriverNames, inventory: Inventory, source: str) -> ClusterObjects:
+def inventory_cluster(
+    names: DriverNames, inventory: Inventory, source: str, *, shared: bool = True
+) -> ClusterObjects:
     """Return the cluster the inventory describes, with no claims allocated yet."""
     return ClusterObjects(
-        source=source,
+        source=source if shared else f"{source}, without consumable capacity",
         nodes=tuple(node_object(node) for node in inventory.nodes),
-        slices=tuple(s for node in inventory.nodes for s in node_slices(names, node)),
+        slices=tuple(
+            s for node in inventory.nodes for s in node_slices(names, node, shared=shared)
+        ),
         classes=tuple(default_device_classes(names)),
     )

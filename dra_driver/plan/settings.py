@@ -29,3 +29,9 @@ class PlanSettings:
         "both", "placement at every level to plan with", choices=("binpack", "spread", "both")
     )
     output: str = flag("table", "output format", choices=("table", "json"), short="-o")
+    consumable_capacity: bool = flag(
+        True,
+        "false: plan the inventory as a cluster without DRAConsumableCapacity (Kubernetes "
+        "1.34/1.35 as shipped): cards published whole-only, shared by GpuShareConfig "
+        "cores/memory; with --kubeconfig the cluster's own slices say which it is",
+    )

@@ -137,3 +137,24 @@ def test_invalid_yaml_and_a_bad_inventory_file_exit_2(
     inventory.write_text("nodes:\n- name: n\n  cards: 3\n")
     assert main([*EXAMPLE_ARGS, "--inventory", str(inventory)], environ={}) == 2
     assert _error(capsys).startswith(f"gpushare-dra plan: error: {inventory}: nodes[0].cards: ")
+
+
+SIZED = Path(__file__).parent / "sized-workload.yaml"
+
+
+def test_without_consumable_capacity_config_sizes_share_a_whole_only_card(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--no-consumable-capacity: three 30-core config shares fill one card; capacity warns."""
+    argv = ["plan", "--workload", str(SIZED), "--inventory", "one-node-one-card"]
+    assert main([*argv, "--no-consumable-capacity", "-o", "json"], environ={}) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["cluster"].endswith("without consumable capacity")
+    (dropped,) = document["problems"]
+    assert "claim default/old-gpu: spec.devices.requests[0].exactly.capacity" in dropped
+    assert "(cores: 30, memory: 5Gi)" in dropped
+    binpack = document["policies"][0]
+    placed = [p for p in binpack["pods"] if p["name"].startswith("infer-")]
+    assert [(s["device"], s["cores"]) for p in placed for s in p["shares"]] == [("gpu-0", "30")] * 3
+    assert main([*argv, "-o", "json"], environ={}) == 0
+    assert json.loads(capsys.readouterr().out)["problems"] == []

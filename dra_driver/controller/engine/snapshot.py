@@ -118,7 +118,7 @@ class Snapshot:
         if allocated:
             if self.share_plain:
                 # What is counted is what gets removed again: counted once, stored as counted.
-                claim = counted_claim(claim, self.names, self._capacities)
+                claim = counted_claim(claim, self.names, self.capacities)
             self.state.add_claim(claim)
             self._count_priorities(claim, 1)
             self.counted[uid] = claim
@@ -135,7 +135,8 @@ class Snapshot:
             self._count_priorities(counted, -1)
             self.load.refresh(_device_ids(counted))
 
-    def _capacities(self, device_id: DeviceId) -> Mapping[str, Capacity] | None:
+    def capacities(self, device_id: DeviceId) -> Mapping[str, Capacity] | None:
+        """Return the capacities of one of our devices, ``None`` for a device not known."""
         device = self.by_id.get(device_id)
         return device.capacities if device is not None else None
 
