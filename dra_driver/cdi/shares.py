@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Final
 
 from dra_driver.api.errors import quote
+from dra_driver.api.fields import MIB
 from dra_driver.cdi.names import check_share_id
 from dra_driver.nvml.inventory import Card, format_quantity
 
-MIB: Final = 2**20
 FULL_CORES: Final = 100
 
 

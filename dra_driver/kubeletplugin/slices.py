@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from dra_driver.api import DriverNames
+from dra_driver.api.fields import CORES, MEMORY, MIB
 from dra_driver.k8s.quantity import QuantityFormat, format_quantity
 from dra_driver.nvml.inventory import Card, Health
 
@@ -28,9 +29,6 @@ API_VERSION: Final = "resource.k8s.io/v1"
 MAX_DEVICES_PER_SLICE: Final = 128  # v1 limit for devices without taints or counters
 PCI_BUS_ID_ATTRIBUTE: Final = "resource.kubernetes.io/pciBusID"
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
-CORES: Final = "cores"
-MEMORY: Final = "memory"
-MEBIBYTE: Final = 1024**2
 
 _MAX_STRING_ATTRIBUTE: Final = 64
 _MAX_LABEL_VALUE: Final = 63
@@ -149,7 +147,7 @@ def usable_cards(cards: Sequence[Card]) -> list[Card]:
     Unhealthy cards are left out: a device in a slice can be allocated, and a broken card must
     not be. A card with less than 1Mi of memory could not serve the smallest share.
     """
-    usable = [c for c in cards if c.health is Health.HEALTHY and published_memory(c) >= MEBIBYTE]
+    usable = [c for c in cards if c.health is Health.HEALTHY and published_memory(c) >= MIB]
     return sorted(usable, key=_bus_order)
 
 

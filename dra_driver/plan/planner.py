@@ -17,6 +17,7 @@ from fractions import Fraction
 from typing import Any, Final
 
 from dra_driver.api import DriverNames, Placement
+from dra_driver.api.fields import CORES, MEMORY
 from dra_driver.controller.engine import (
     ClaimAllocation,
     Placed,
@@ -30,7 +31,7 @@ from dra_driver.controller.engine import (
 )
 from dra_driver.k8s import objects
 from dra_driver.k8s.quantity import parse_quantity
-from dra_driver.kubeletplugin.slices import CORES, MEMORY, PCI_BUS_ID_ATTRIBUTE
+from dra_driver.kubeletplugin.slices import PCI_BUS_ID_ATTRIBUTE
 from dra_driver.plan.cluster import ClusterObjects
 from dra_driver.plan.workload import PlannedPod, PodClaim, Workload
 from dra_driver.structured.configshares import counted_claim
