@@ -6,6 +6,7 @@ show exactly what the next allocation decision would see.
 
 from __future__ import annotations
 
+from collections import Counter as Tally
 from collections.abc import Callable, Iterator
 from typing import Final
 
@@ -13,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from dra_driver.controller.engine import Snapshot
+from dra_driver.controller.engine import Device, Snapshot
 
 _PREFIX: Final = "gpushare_controller"
 _LATENCY_BUCKETS: Final = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -71,15 +72,26 @@ class CardCollector(Collector):
         free = GaugeMetricFamily(
             f"{_PREFIX}_card_free", "Capacity still free on a card (cores or bytes)", labels=labels
         )
+        sharing = GaugeMetricFamily(
+            f"{_PREFIX}_cards",
+            "Cards by how the controller shares them: consumable-capacity (published "
+            "shareable), config-sizes (published whole-only, shared by GpuShareConfig "
+            "cores/memory) or whole (published whole-only, handed out whole)",
+            labels=["sharing"],
+        )
         snapshot = self._snapshot()
         try:
             if snapshot is not None:
                 self._add(snapshot, allocated, free)
+                counts = Tally(_sharing(device) for device in list(snapshot.by_id.values()))
+                for mode in _SHARING_MODES:
+                    sharing.add_metric([mode], counts[mode])
         except RuntimeError:
             # The allocating thread changed the snapshot mid-scrape; the next scrape is whole.
             return
         yield allocated
         yield free
+        yield sharing
 
     @staticmethod
     def _add(snapshot: Snapshot, allocated: GaugeMetricFamily, free: GaugeMetricFamily) -> None:
@@ -91,3 +103,12 @@ class CardCollector(Collector):
                 label_values = [device.node, device.name, name]
                 free.add_metric(label_values, left)
                 allocated.add_metric(label_values, float(capacity.value) - left)
+
+
+_SHARING_MODES: Final = ("consumable-capacity", "config-sizes", "whole")
+
+
+def _sharing(device: Device) -> str:
+    if device.shareable:
+        return _SHARING_MODES[0]
+    return _SHARING_MODES[1] if device.plain else _SHARING_MODES[2]

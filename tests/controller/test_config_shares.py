@@ -20,8 +20,10 @@ from controller.kit import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
 
 from dra_driver.controller.engine import Placed, Policy, Snapshot, Unplaceable, place_pod
+from dra_driver.controller.metrics import CardCollector
 from dra_driver.structured.configshares import SCHEDULER_FINALIZER
 
 POLICY = Policy()
@@ -249,3 +251,21 @@ def test_a_whole_card_wait_on_plain_cards_reads_as_it_does_elsewhere() -> None:
     outcome = place(snapshot, claim("second"))
     assert isinstance(outcome, Unplaceable)
     assert "no card with 100 cores, 16Gi memory free" in outcome.reason
+
+
+def test_the_card_metric_counts_cards_by_how_they_are_shared() -> None:
+    """gpushare_controller_cards: shareable cards, whole-only shared by config, whole-only whole."""
+    snapshots = {
+        "consumable-capacity": cluster(node("a", 2)),
+        "config-sizes": plain(node("b", 3)),
+        "whole": plain(node("c", 1), share_plain=False),
+    }
+    for mode, snapshot in snapshots.items():
+        registry = CollectorRegistry()
+        registry.register(CardCollector(lambda snapshot=snapshot: snapshot))
+        counts = {
+            m: registry.get_sample_value("gpushare_controller_cards", {"sharing": m})
+            for m in snapshots
+        }
+        expected = len(snapshot.by_id)
+        assert counts == {m: (expected if m == mode else 0) for m in snapshots}
