@@ -158,7 +158,7 @@ def test_config_sized_claims_share_one_plain_card(work_dir: Path) -> None:
 
 
 def test_turning_the_gate_on_keeps_config_shares_and_fills_beside_them(work_dir: Path) -> None:
-    """After the upgrade a config share keeps its card and size; a new share joins it there."""
+    """After the upgrade a config share keeps its card and size; new shares fill the rest."""
     with plain_cluster(work_dir, 1) as cluster, running(cluster):
         cluster.apply([sized_template("old", "40", "6Gi"), gated_pod("old", "old")])
         cluster.wait_for(lambda: bound(cluster, "old"), "the config-sized pod")
@@ -167,18 +167,43 @@ def test_turning_the_gate_on_keeps_config_shares_and_fills_beside_them(work_dir:
         for slice_ in slices_of([node("node-a", 1)], shared=False):
             cluster.server.delete("resourceslices", None, slice_["metadata"]["name"])
         cluster.apply([with_generation(s, 2) for s in slices_of([node("node-a", 1)])])
-        cluster.apply([template("new", "60", "10Gi"), gated_pod("new", "new")])
-        cluster.wait_for(lambda: bound(cluster, "new"), "the new share beside it")
+        cluster.apply([template("new", "30", "5Gi"), gated_pod("new-1", "new")])
+        cluster.apply([gated_pod("new-2", "new")])
+        for name in ("new-1", "new-2"):
+            cluster.wait_for(lambda name=name: bound(cluster, name), f"share {name} beside it")
         after = {c["metadata"]["name"]: c for c in claims(cluster)}
         assert after[before["metadata"]["name"]]["status"] == before["status"]
-        (new,) = (c for name, c in after.items() if name != before["metadata"]["name"])
-        (result,) = new["status"]["allocation"]["devices"]["results"]
-        assert (result["device"], result["consumedCapacity"]) == (
-            "gpu-0",
-            {"cores": "60", "memory": "10Gi"},
-        )
+        for name, claim in after.items():
+            if name != before["metadata"]["name"]:
+                (result,) = claim["status"]["allocation"]["devices"]["results"]
+                assert (result["device"], result["consumedCapacity"]) == (
+                    "gpu-0",
+                    {"cores": "30", "memory": "5Gi"},
+                )
+        # 100 - 40 - 2 x 30 = 0 cores left: the controller counts the old share by its size.
         cluster.apply([template("more", "1", "1Gi"), gated_pod("more", "more")])
         cluster.wait_for(
             lambda: any(e["reason"] == "FailedAllocation" for e in events_for(cluster, "more")),
             "the FailedAllocation of a share the full card cannot take",
         )
+
+
+def test_after_the_upgrade_kube_scheduler_treats_an_old_config_share_as_the_whole_card(
+    work_dir: Path,
+) -> None:
+    """An ungated pod finds the card taken whole, though by size a share of it is still free."""
+    with plain_cluster(work_dir, 1) as cluster, running(cluster):
+        cluster.apply([sized_template("old", "40", "6Gi"), gated_pod("old", "old")])
+        cluster.wait_for(lambda: bound(cluster, "old"), "the config-sized pod")
+        cluster.server.app.admission.gates.enabled["DRAConsumableCapacity"] = True
+        for slice_ in slices_of([node("node-a", 1)], shared=False):
+            cluster.server.delete("resourceslices", None, slice_["metadata"]["name"])
+        cluster.apply([with_generation(s, 2) for s in slices_of([node("node-a", 1)])])
+        cluster.apply([template("small", "10", "1Gi"), gated_pod("stock", "small", gated=False)])
+        cluster.wait_for(
+            lambda: any(e["reason"] == "FailedScheduling" for e in events_for(cluster, "stock")),
+            "kube-scheduler's FailedScheduling for the ungated pod",
+        )
+        assert bound(cluster, "stock") is None
+        cluster.apply([gated_pod("ours", "small")])
+        cluster.wait_for(lambda: bound(cluster, "ours"), "the gated pod, placed by the controller")
