@@ -153,12 +153,13 @@ class Server:
 
 
 def make(
-    *nodes: NodeInventory, default_backend: Backend = Backend.NONE
+    *nodes: NodeInventory, default_backend: Backend = Backend.NONE, shared: bool = True
 ) -> tuple[ClusterView, Server, Allocator, Releaser, Events]:
     """Build a view over hand-fed caches, a Server, and the controller's two reconcilers.
 
     The plugins' default backend is ``none`` unless given: pods share claims here to race the
     allocation and release protocol, which a hami-core claim would serve one pod at a time.
+    ``shared=False`` publishes whole-only cards (no consumable capacity).
     """
     view = ClusterView(client.ApiClient(), NAMES, lambda *_: None)
     for informer in view.informers:
@@ -166,7 +167,7 @@ def make(
     server = Server(view, NAMES.finalizer)
     for inventory in nodes:
         server.put("nodes", node_object(inventory))
-    for slice_ in slices_of(nodes):
+    for slice_ in slices_of(nodes, shared=shared):
         server.put("slices", slice_)
     for device_class in default_device_classes(NAMES):
         server.put("classes", device_class)
@@ -185,15 +186,25 @@ def make(
     return view, server, allocator, releaser, events
 
 
-def claim_obj(name: str, cores: str | None = None, memory: str | None = None) -> Object:
-    """Return a claim for one share of the default class (no request: a whole card)."""
+def claim_obj(
+    name: str, cores: str | None = None, memory: str | None = None, *, by_config: bool = False
+) -> Object:
+    """Return a claim for one share of the default class (no request: a whole card).
+
+    ``by_config``: the size is in its GpuShareConfig, as without consumable capacity.
+    """
     exactly: Object = {"deviceClassName": NAMES.default_device_class}
+    devices: Object = {"requests": [{"name": "gpu", "exactly": exactly}]}
     capacity = {k: v for k, v in (("cores", cores), ("memory", memory)) if v}
-    if capacity:
+    if capacity and by_config:
+        parameters = {"apiVersion": NAMES.config_api_version, "kind": NAMES.config_kind}
+        devices["config"] = [{"opaque": {"driver": NAMES.driver, "parameters": parameters}}]
+        parameters.update(capacity)
+    elif capacity:
         exactly["capacity"] = {"requests": capacity}
     return {
         "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
+        "spec": {"devices": devices},
     }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+import pytest
 from controller.interleave import Server, claim_obj, make, pod_obj, settle
 from controller.kit import NAMES, node
 from hypothesis import example, given, settings
@@ -31,10 +32,13 @@ PODS = {"px": ("x",), "py": ("y",), "pz": ("z",), "pw": ("x",)}
 
 
 class Replicas:
-    """One API server, two replicas; each replica's watch has its own place in the change log."""
+    """One API server, two replicas; each replica's watch has its own place in the change log.
 
-    def __init__(self) -> None:
-        built = [make(node("n", 1)) for _ in range(2)]
+    ``plain``: the card is published whole-only and the claims are sized by their config.
+    """
+
+    def __init__(self, *, plain: bool = False) -> None:
+        built = [make(node("n", 1), shared=not plain) for _ in range(2)]
         self.servers: list[Server] = [server for _, server, *_ in built]
         self.allocators: list[Allocator] = [allocator for *_, allocator, _, _ in built]
         self.releasers: list[Releaser] = [releaser for *_, releaser, _ in built]
@@ -42,10 +46,10 @@ class Replicas:
         self.log: list[tuple[str, Object]] = []
         self.cursors = [0, 0]
         api = self.servers[0]
-        api.put("claims", claim_obj("a0", "50", "4Gi"), deliver=False)
+        api.put("claims", claim_obj("a0", "50", "4Gi", by_config=plain), deliver=False)
         api.put("pods", pod_obj("pa0", "a0"), deliver=False)
         for name in CLAIMS:
-            api.put("claims", claim_obj(name, "25", "4Gi"), deliver=False)
+            api.put("claims", claim_obj(name, "25", "4Gi", by_config=plain), deliver=False)
         for pod, claims in PODS.items():
             api.put("pods", pod_obj(pod, *claims), deliver=False)
         self.collect()
@@ -124,9 +128,12 @@ class Replicas:
                 self.step(("release", 0, claim))
 
 
-def test_two_replicas_placing_different_pods_on_the_last_quarter_never_over_commit() -> None:
+@pytest.mark.parametrize("plain", [False, True], ids=["consumable-capacity", "config-sizes"])
+def test_two_replicas_placing_different_pods_on_the_last_quarter_never_over_commit(
+    plain: bool,
+) -> None:
     """Each replica writes a claim the other has not seen; the later check clears its own."""
-    replicas = Replicas()
+    replicas = Replicas(plain=plain)
     replicas.step(("allocate", 0, "px"))  # x tentatively on the card
     replicas.step(("allocate", 0, "pz"))  # z too: the card is full as A sees it
     replicas.step(("allocate", 1, "py"))  # B has not seen x or z: y goes on the same card
@@ -209,9 +216,12 @@ _steps = st.lists(
         ("allocate", 1, "pw"),
     ]
 )
-def test_no_interleaving_lets_a_pod_run_on_an_over_committed_card(steps: list[Step]) -> None:
+@pytest.mark.parametrize("plain", [False, True], ids=["consumable-capacity", "config-sizes"])
+def test_no_interleaving_lets_a_pod_run_on_an_over_committed_card(
+    plain: bool, steps: list[Step]
+) -> None:
     """Any interleaving: committed claims never over-commit, and only committed ones run."""
-    replicas = Replicas()
+    replicas = Replicas(plain=plain)
     for step in steps:
         replicas.step(step)
         assert replicas.violations() == [], step
