@@ -254,9 +254,10 @@ def render(status: Status, output: str) -> str:
             lines += [
                 "",
                 f"whole cards only on {', '.join(whole)}: the API server drops consumable "
-                "capacity, so the controller shares these cards by GpuShareConfig cores and "
-                "memory, and capacity requests are refused (enable the DRAConsumableCapacity "
-                "feature gate to share by capacity requests)",
+                "capacity; the controller shares these cards by GpuShareConfig cores and "
+                "memory (unless run with --share-whole-only-cards=false), capacity requests are "
+                "refused, and pods it does not place get whole cards (enable the "
+                "DRAConsumableCapacity feature gate to share by capacity requests)",
             ]
     if status.waiting:
         lines += [

@@ -24,19 +24,16 @@ from dra_driver.controller.engine import (
     Policy,
     Snapshot,
     Unplaceable,
-    claim_key,
     node_selector,
     place_pod,
     uses_driver,
 )
-from dra_driver.k8s import objects
 from dra_driver.k8s.quantity import parse_quantity
 from dra_driver.kubeletplugin.slices import PCI_BUS_ID_ATTRIBUTE
 from dra_driver.plan.cluster import ClusterObjects
+from dra_driver.plan.dropped import as_stored, dropped_problems
 from dra_driver.plan.workload import PlannedPod, PodClaim, Workload
 from dra_driver.structured.configshares import counted_claim
-from dra_driver.webhook.capacity import limits_from_slices
-from dra_driver.webhook.dropped import dropped_capacity
 
 Object = dict[str, Any]
 
@@ -297,6 +294,9 @@ def make_plan(
 ) -> Plan:
     """Place ``workload`` on ``cluster`` under each of ``policies``."""
     cluster = cluster.with_classes(workload.classes)
+    dropped = dropped_problems(cluster, workload, names)
+    if dropped:
+        workload = as_stored(workload)
     baseline = cluster.snapshot(names)
     results = []
     for policy in policies:
@@ -304,30 +304,9 @@ def make_plan(
         pods = tuple(run.place(pod) for pod in workload.pods)
         results.append(PolicyPlan(policy, pods, run.cards()))
     problems = tuple(baseline.problems)
-    problems += tuple(_dropped_problems(cluster, workload, names))
+    problems += tuple(dropped)
     problems += tuple(_unused_problems(baseline, workload))
     return Plan(names.driver, cluster.source, workload.source, problems, tuple(results))
-
-
-def _dropped_problems(cluster: ClusterObjects, workload: Workload, names: DriverNames) -> list[str]:
-    """Say which claims ask for capacity that this cluster's API server would drop.
-
-    The webhook refuses them at creation there; planned as they are, they take whole cards.
-    """
-    limits = limits_from_slices(cluster.slices)
-    classes = {str(c["metadata"]["name"]): c for c in cluster.classes}
-    claims = {
-        objects.uid(c.claim) or claim_key(c.claim): c.claim for p in workload.pods for c in p.claims
-    }
-    claims |= {claim_key(u.claim): u.claim for u in workload.unused}
-    problems = []
-    for claim in claims.values():
-        spec = claim.get("spec") or {}
-        for error in dropped_capacity(
-            spec, path="spec", names=names, classes=classes, limits=limits
-        ):
-            problems.append(f"claim {claim_key(claim)}: {error}")
-    return problems
 
 
 def _unused_problems(baseline: Snapshot, workload: Workload) -> list[str]:

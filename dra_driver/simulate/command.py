@@ -124,6 +124,7 @@ def run(
         inventory, description, runs = _inputs(settings, examples)
         if not settings.consumable_capacity:
             runs = [sized_run(scenario, manifest, names) for scenario, manifest in runs]
+            description += ", without consumable capacity: shares sized by GpuShareConfig"
     except InputError as exc:
         print(f"gpushare-dra simulate: error: {exc}", file=stderr)
         return EXIT_USAGE

@@ -145,16 +145,20 @@ SIZED = Path(__file__).parent / "sized-workload.yaml"
 def test_without_consumable_capacity_config_sizes_share_a_whole_only_card(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """--no-consumable-capacity: three 30-core config shares fill one card; capacity warns."""
-    argv = ["plan", "--workload", str(SIZED), "--inventory", "one-node-one-card"]
+    """--no-consumable-capacity: config shares fill one card; capacity is reported, then dropped."""
+    argv = ["plan", "--workload", str(SIZED), "--inventory", "qgpu-runbook", "--policy", "binpack"]
     assert main([*argv, "--no-consumable-capacity", "-o", "json"], environ={}) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["cluster"].endswith("without consumable capacity")
-    (dropped,) = document["problems"]
-    assert "claim default/old-gpu: spec.devices.requests[0].exactly.capacity" in dropped
-    assert "(cores: 30, memory: 5Gi)" in dropped
-    binpack = document["policies"][0]
-    placed = [p for p in binpack["pods"] if p["name"].startswith("infer-")]
-    assert [(s["device"], s["cores"]) for p in placed for s in p["shares"]] == [("gpu-0", "30")] * 3
+    old, giant = document["problems"]
+    assert "claim default/old-gpu: spec.devices.requests[0].exactly.capacity" in old
+    assert "(cores: 30, memory: 5Gi)" in old
+    assert "claim default/giant-gpu" in giant
+    pods = {p["name"]: p for p in document["policies"][0]["pods"]}
+    infer = [pods[f"infer-{i}"]["shares"][0] for i in range(3)]
+    assert {(s["device"], s["cores"], s["memory"]) for s in infer} == {("gpu-0", "30", "5Gi")}
+    # Stored without its capacity request, 200Gi asks for nothing: a whole card, not "no fit".
+    assert pods["giant"]["outcome"] == "placed"
+    assert pods["giant"]["shares"][0]["cores"] is None
     assert main([*argv, "-o", "json"], environ={}) == 0
     assert json.loads(capsys.readouterr().out)["problems"] == []

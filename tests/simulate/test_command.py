@@ -112,6 +112,17 @@ def test_one_scenario_in_process_stops_every_thread(clean_process: None) -> None
     assert "whole-card" not in run.out
 
 
+def test_without_consumable_capacity_the_report_says_so_and_passes(clean_process: None) -> None:
+    """--no-consumable-capacity: the sharing scenario passes and the report names the mode."""
+    run = Captured(SimulateSettings(scenario="sharing", consumable_capacity=False, output="json"))
+    assert run.status == 0, run.err
+    report = json.loads(run.out)
+    assert report["inventory"].endswith(
+        "without consumable capacity: shares sized by GpuShareConfig"
+    )
+    assert report["passed"] is True
+
+
 def test_json_report_has_the_documented_keys(clean_process: None) -> None:
     """-o json is one document with the keys render.py documents, refusals included."""
     run = Captured(SimulateSettings(scenario="bad-input", output="json"))
