@@ -125,16 +125,7 @@ def test_every_field_has_its_metadata_description():
     """Every property is described, the config fields by their dataclass field metadata."""
     properties = SCHEMA["properties"]
     assert isinstance(properties, dict)
-    assert set(properties) == {
-        "apiVersion",
-        "kind",
-        "isolation",
-        "priority",
-        "placement",
-        "backend",
-        "cores",
-        "memory",
-    }
+    assert set(properties) == set(KNOWN_KEYS)
     for field in dataclasses.fields(GpuShareConfig):
         assert properties[field.name]["description"] == field.metadata["description"]
     assert all(prop["description"] for prop in properties.values())

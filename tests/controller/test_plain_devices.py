@@ -32,6 +32,15 @@ def plain_cluster(work_dir: Path, cards: int) -> Iterator[FakeCluster]:
         yield cluster
 
 
+def turn_the_gate_on(cluster: FakeCluster, cards: int) -> None:
+    """Upgrade: the API server keeps the fields; the plugin republishes the cards shareable."""
+    # The same devices, at the pool's next generation, as the plugin's re-check publishes them.
+    cluster.server.app.admission.gates.enabled["DRAConsumableCapacity"] = True
+    for slice_ in slices_of([node("node-a", cards)], shared=False):
+        cluster.server.delete("resourceslices", None, slice_["metadata"]["name"])
+    cluster.apply([with_generation(s, 2) for s in slices_of([node("node-a", cards)])])
+
+
 def taken_devices(cluster: FakeCluster) -> list[str]:
     """Return the device of every allocation result, one entry per result."""
     return [
@@ -101,12 +110,7 @@ def test_turning_the_gate_on_keeps_whole_cards_and_shares_the_free_ones(work_dir
         cluster.wait_for(lambda: bound(cluster, "held"), "the whole-card pod")
         (before,) = claims(cluster)
         (held,) = before["status"]["allocation"]["devices"]["results"]
-        # The API server now keeps the fields, and the plugin's re-check republishes the same
-        # devices shareable, at the pool's next generation.
-        cluster.server.app.admission.gates.enabled["DRAConsumableCapacity"] = True
-        for slice_ in slices_of([node("node-a", 2)], shared=False):
-            cluster.server.delete("resourceslices", None, slice_["metadata"]["name"])
-        cluster.apply([with_generation(s, 2) for s in slices_of([node("node-a", 2)])])
+        turn_the_gate_on(cluster, 2)
         cluster.apply([template("share", "30", "5Gi"), gated_pod("s1", "share")])
         cluster.apply([gated_pod("s2", "share")])
         for name in ("s1", "s2"):
@@ -163,10 +167,7 @@ def test_turning_the_gate_on_keeps_config_shares_and_fills_beside_them(work_dir:
         cluster.apply([sized_template("old", "40", "6Gi"), gated_pod("old", "old")])
         cluster.wait_for(lambda: bound(cluster, "old"), "the config-sized pod")
         (before,) = claims(cluster)
-        cluster.server.app.admission.gates.enabled["DRAConsumableCapacity"] = True
-        for slice_ in slices_of([node("node-a", 1)], shared=False):
-            cluster.server.delete("resourceslices", None, slice_["metadata"]["name"])
-        cluster.apply([with_generation(s, 2) for s in slices_of([node("node-a", 1)])])
+        turn_the_gate_on(cluster, 1)
         cluster.apply([template("new", "30", "5Gi"), gated_pod("new-1", "new")])
         cluster.apply([gated_pod("new-2", "new")])
         for name in ("new-1", "new-2"):
@@ -195,10 +196,7 @@ def test_after_the_upgrade_kube_scheduler_treats_an_old_config_share_as_the_whol
     with plain_cluster(work_dir, 1) as cluster, running(cluster):
         cluster.apply([sized_template("old", "40", "6Gi"), gated_pod("old", "old")])
         cluster.wait_for(lambda: bound(cluster, "old"), "the config-sized pod")
-        cluster.server.app.admission.gates.enabled["DRAConsumableCapacity"] = True
-        for slice_ in slices_of([node("node-a", 1)], shared=False):
-            cluster.server.delete("resourceslices", None, slice_["metadata"]["name"])
-        cluster.apply([with_generation(s, 2) for s in slices_of([node("node-a", 1)])])
+        turn_the_gate_on(cluster, 1)
         cluster.apply([template("small", "10", "1Gi"), gated_pod("stock", "small", gated=False)])
         cluster.wait_for(
             lambda: any(e["reason"] == "FailedScheduling" for e in events_for(cluster, "stock")),

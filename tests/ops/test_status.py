@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -116,15 +117,22 @@ def test_kubectl_plugin_runs_status_by_default(
     assert "cards" in json.loads(capsys.readouterr().out)
 
 
-def test_plain_devices_are_reported_as_whole_cards_only(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A node publishing plain devices (no consumable capacity) is named, with the fix."""
+@contextmanager
+def plain_server() -> Iterator[FakeApiServer]:
+    """Serve one node publishing its one card whole-only, as on a 1.35 API server."""
     with FakeApiServer(kube_version="1.35") as server:
         for node in builtin_inventory("one-node-one-card").nodes:
             server.create(node_object(node))
             for slice_ in desired_slices(NAMES, node.name, "uid", node.cards, shared=False):
                 server.create(with_generation(slice_, 1))
+        yield server
+
+
+def test_plain_devices_are_reported_as_whole_cards_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A node publishing plain devices (no consumable capacity) is named, with the fix."""
+    with plain_server() as server:
         kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
         assert main(["status", "--kubeconfig", str(kubeconfig)], environ={}) == 0
         lines = capsys.readouterr().out.splitlines()
@@ -140,11 +148,7 @@ def test_config_sized_shares_on_a_plain_card_are_counted_as_shares(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Two claims sized by config on one plain card: two shares of their sizes, not whole."""
-    with FakeApiServer(kube_version="1.35") as server:
-        for node in builtin_inventory("one-node-one-card").nodes:
-            server.create(node_object(node))
-            for slice_ in desired_slices(NAMES, node.name, "uid", node.cards, shared=False):
-                server.create(with_generation(slice_, 1))
+    with plain_server() as server:
         for name, cores, memory in (("a", "30", "4Gi"), ("b", "40", "2Gi")):
             server.create(claim(name))
             current = server.get("resourceclaims", "default", name)
