@@ -20,6 +20,7 @@ from kubernetes import client
 
 from dra_driver.api import DriverNames
 from dra_driver.controller.engine import Snapshot
+from dra_driver.controller.slim import slim_claim, slim_node, slim_pod
 from dra_driver.k8s import objects
 from dra_driver.k8s.informer import EventType, Informer, InformerGroup
 from dra_driver.k8s.podaffinity import Placement, relevant
@@ -68,22 +69,28 @@ class ClusterView(InformerGroup):
         """What the pods bound to each node request, for the pod's own fit on a node."""
 
         def informer(
-            name: str, list_func: Callable[..., Any], field_selector: str | None = None
+            name: str,
+            list_func: Callable[..., Any],
+            field_selector: str | None = None,
+            transform: Callable[[Object], Object] | None = None,
         ) -> Informer:
             return Informer(
                 list_func,
                 name=f"controller-{name}",
                 handler=lambda kind, obj: self._changed(name, kind, obj),
                 field_selector=field_selector,
+                transform=transform,
             )
 
-        self.pods = informer("pods", core.list_pod_for_all_namespaces)
-        self.claims = informer("claims", resource.list_resource_claim_for_all_namespaces)
+        self.pods = informer("pods", core.list_pod_for_all_namespaces, transform=slim_pod)
+        self.claims = informer(
+            "claims", resource.list_resource_claim_for_all_namespaces, transform=slim_claim
+        )
         self.slices = informer(
             "slices", resource.list_resource_slice, field_selector=f"spec.driver={names.driver}"
         )
         self.classes = informer("classes", resource.list_device_class)
-        self.nodes = informer("nodes", core.list_node)
+        self.nodes = informer("nodes", core.list_node, transform=slim_node)
         # They run whether or not this replica leads, so a failover starts with warm caches.
         super().__init__(self.pods, self.claims, self.slices, self.classes, self.nodes)
 

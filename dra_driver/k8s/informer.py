@@ -35,6 +35,8 @@ ObjectKey = tuple[str, str]
 
 log = get_logger(__name__)
 
+PAGE_SIZE: Final = 500
+"""Objects per LIST page: a relist of 20,000 pods never holds them all as one JSON body."""
 _INITIAL_BACKOFF_SECONDS: Final = 0.1
 _MAX_BACKOFF_SECONDS: Final = 10.0
 _STOP_SECONDS: Final = 5.0
@@ -89,8 +91,12 @@ class Informer:
         field_selector: str | None = None,
         timeouts: ApiTimeouts | None = None,
         clock: Callable[[], float] = time.monotonic,
+        transform: Callable[[Object], Object] | None = None,
+        page_size: int = PAGE_SIZE,
     ) -> None:
         self._list_func = list_func
+        self._transform = transform
+        self._page_size = page_size
         self._api_client = client_of(list_func)
         self._timeouts = timeouts or timeouts_of(self._api_client)
         self.name = f"informer-{name}"
@@ -220,11 +226,22 @@ class Informer:
         return response
 
     def _relist(self) -> None:
-        response = self._call()
-        with translate_errors():
-            body = json.loads(response.data)
-        items: list[Object] = body.get("items") or []
-        fresh = {object_key(item): item for item in items}
+        # In pages: the API server serves them from one consistent snapshot, and an expired
+        # continue token is a 410 that starts the relist over (GoneError in _run).
+        fresh: dict[ObjectKey, Object] = {}
+        token = ""
+        while True:
+            page = {"_continue": token} if token else {}
+            response = self._call(limit=self._page_size, **page)
+            with translate_errors():
+                body = json.loads(response.data)
+            for item in body.get("items") or []:
+                kept = self._transform(item) if self._transform is not None else item
+                fresh[object_key(kept)] = kept
+            token = str((body.get("metadata") or {}).get("continue") or "")
+            if not token:
+                break
+            self._heartbeat.beat("listing")
         with self._lock:
             old = self._cache
             self._cache = fresh
@@ -281,6 +298,8 @@ class Informer:
             return
         if kind not in ("ADDED", "MODIFIED", "DELETED"):
             return
+        if self._transform is not None:
+            obj = self._transform(obj)
         key = object_key(obj)
         with self._lock:
             if kind == "DELETED":

@@ -192,3 +192,52 @@ def test_the_version_moves_past_an_event_only_after_its_handler_ran(
         assert during != event_version
     finally:
         informer.stop()
+
+
+def test_a_relist_reads_pages_and_caches_each_object_transformed(
+    server: FakeApiServer, api: client.ResourceV1Api
+) -> None:
+    """Five objects in pages of two: three list requests, every object cached as transformed."""
+    for index in range(5):
+        raw.call(api.create_resource_slice, slice_(f"s{index}", f"n{index}"))
+    pages: list[dict[str, str]] = []
+    server.faults.inject(
+        verb="list", when=lambda request: pages.append(dict(request.query)) is not None
+    )
+
+    def slim(obj: Object) -> Object:
+        return {"metadata": {"name": obj["metadata"]["name"]}, "kept": obj["spec"]["nodeName"]}
+
+    recorder = Recorder()
+    informer = Informer(
+        api.list_resource_slice, name="t", handler=recorder, transform=slim, page_size=2
+    )
+    informer.start()
+    try:
+        assert informer.wait_synced(5)
+        assert [p.get("limit") for p in pages] == ["2", "2", "2"]
+        assert ["continue" in p for p in pages] == [False, True, True]
+        assert [o["kept"] for o in informer.list()] == [f"n{i}" for i in range(5)]
+        raw.call(api.create_resource_slice, slice_("s9", "n9"))
+        recorder.wait_for(6)
+        assert informer.get("", "s9") == {"metadata": {"name": "s9"}, "kept": "n9"}
+    finally:
+        informer.stop()
+
+
+def test_an_expired_continue_token_starts_the_relist_over(
+    server: FakeApiServer, api: client.ResourceV1Api
+) -> None:
+    """A 410 on a later page (the snapshot expired) relists from the first page, losing none."""
+    for index in range(5):
+        raw.call(api.create_resource_slice, slice_(f"s{index}", f"n{index}"))
+    server.faults.inject(
+        verb="list", when=lambda request: "continue" in request.query, status=410, times=1
+    )
+    informer = Informer(api.list_resource_slice, name="t", page_size=2)
+    informer.start()
+    try:
+        assert informer.wait_synced(10)
+        assert [o["metadata"]["name"] for o in informer.list()] == [f"s{i}" for i in range(5)]
+    finally:
+        informer.stop()
