@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from controller.kit import NAMES, node
+from controller.test_controller_e2e import bound, claims, gated_pod, harness, running
 
 from dra_driver.controller.slim import slim_claim, slim_node, slim_pod
 from dra_driver.k8s import objects
@@ -88,12 +91,12 @@ def test_every_question_the_controller_asks_of_a_pod_gets_the_same_answer(extra:
     for full_node, thin in zip(nodes, slim_nodes, strict=True):
         assert slim.unfit(thin) == full.unfit(full_node)
     usage, slim_usage = NodeUsage(), NodeUsage()
-    for node in nodes:
-        for running_pod in running:
-            usage.update(running_pod, deleted=False)
-            slim_usage.update(slim_pod(running_pod), deleted=False)
-        full_reason = usage.unfit(demand(pod), node)
-        assert slim_usage.unfit(demand(slim_pod(pod)), slim_node(node)) == full_reason
+    for running_pod in running:
+        usage.update(running_pod, deleted=False)
+        slim_usage.update(slim_pod(running_pod), deleted=False)
+    for full_node in nodes:
+        full_reason = usage.unfit(demand(pod), full_node)
+        assert slim_usage.unfit(demand(slim_pod(pod)), slim_node(full_node)) == full_reason
 
 
 def test_slimming_keeps_a_small_part_of_lifelike_pods_and_nodes() -> None:
@@ -113,3 +116,32 @@ def test_a_claim_loses_only_its_managed_fields() -> None:
     assert slim_claim(full) == claim
     assert slim_claim(claim) is claim
     assert "managedFields" in full["metadata"]
+
+
+def test_the_controllers_writes_keep_a_claims_managed_fields(work_dir: Path) -> None:
+    """Allocated and committed from a slimmed cache, the claim still has its managedFields."""
+    with harness(work_dir, node("node-a", 1)) as cluster, running(cluster):
+        made = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "named", "namespace": "default"},
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {"name": "gpu", "exactly": {"deviceClassName": NAMES.default_device_class}}
+                    ]
+                }
+            },
+        }
+        cluster.apply([lifelike_claim(made)])
+        pod = gated_pod("p", "unused")
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "named"}]
+        cluster.apply([pod])
+        cluster.wait_for(lambda: bound(cluster, "p"), "the pod to be bound")
+        (stored,) = claims(cluster)
+        assert NAMES.finalizer in stored["metadata"]["finalizers"]
+        assert [m["manager"] for m in stored["metadata"]["managedFields"]] == [
+            "kube-controller-manager",
+            "gpushare-dra",
+            "kube-scheduler",
+        ]

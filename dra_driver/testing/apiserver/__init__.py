@@ -23,7 +23,8 @@ always answer the latest state), CEL evaluation of selectors and of webhook
 so, logged, rather than guessing), admission policies (Validating/MutatingAdmissionPolicy),
 webhooks for ``pods/binding`` and ``bindings``, calling validating webhooks concurrently (they
 run one after another, in order), client certificates for webhooks, the webhook warnings of a
-request that then fails, managedFields, the ``namespaces/finalize`` subresource, and one shared
+request that then fails, computing managedFields (what a writer sends is kept, and a write that
+leaves them out keeps the stored ones), the ``namespaces/finalize`` subresource, and one shared
 store for the two Event APIs (core/v1 and events.k8s.io/v1 events are kept apart here;
 events.k8s.io selects on metadata fields only).
 """

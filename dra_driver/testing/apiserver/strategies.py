@@ -54,8 +54,9 @@ def prepare_create(rtype: ResourceType, obj: JSON, *, keep_status: bool = False)
     meta = obj["metadata"]
     meta["uid"] = str(uuid.uuid4())
     meta["creationTimestamp"] = timestamp()
-    for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "managedFields"):
+    for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
         meta.pop(key, None)
+    _managed_fields(meta, None)
     if rtype.generation:
         meta["generation"] = 1
     else:
@@ -83,6 +84,22 @@ def _keep(source: JSON, target: JSON, key: str) -> None:
         target.pop(key, None)
 
 
+def _managed_fields(meta: JSON, stored: object) -> None:
+    """Keep managedFields as the real server's rules for writers leave them.
+
+    The fake records what a writer sends rather than computing ownership. A write that leaves
+    them out, or sends an empty list, keeps the stored ones (so a client that does not know
+    the field never strips it); ``[{}]`` clears them.
+    """
+    given = meta.get("managedFields")
+    if given == [{}]:
+        meta.pop("managedFields")
+    elif not given:
+        meta.pop("managedFields", None)
+        if stored:
+            meta["managedFields"] = stored
+
+
 def default_fields(rtype: ResourceType, new: JSON) -> None:
     """Apply the field defaults decoding gives a write (what admission webhooks already see)."""
     if rtype.key == "resourceclaims.resource.k8s.io":
@@ -106,7 +123,7 @@ def prepare_update(rtype: ResourceType, old: JSON, new: JSON, subresource: str) 
     meta, old_meta = new.setdefault("metadata", {}), old["metadata"]
     for key in (*SYSTEM_FIELDS, "generation", "namespace"):
         _keep(old_meta, meta, key)
-    meta.pop("managedFields", None)
+    _managed_fields(meta, old_meta.get("managedFields"))
     meta.pop("selfLink", None)
     if rtype.has_status:
         _keep(old, new, "status")
