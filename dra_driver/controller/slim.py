@@ -10,24 +10,31 @@ fit, affinity, spread, the release loop and event references read. Claims are wr
 whole (an update sends the object it read), so they lose only ``metadata.managedFields``,
 which an update that leaves the field out keeps on the server. Slices and DeviceClasses are
 kept as they are: the engine reads nearly all of them, and there are few.
+
+What is kept is also :func:`compact`: every key and short string interned, so the twenty
+thousand copies of ``"metadata"``, ``"resource.k8s.io/v1"`` or a node's name are one object;
+and :class:`Slimmer` keeps equal parts of different objects once.
 """
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 Object = dict[str, Any]
 
+# No resourceVersion: nothing reads a pod's or a node's, and without it an update that changes
+# nothing kept (a heartbeat, container statuses) leaves the slim object equal, so the informer
+# drops it instead of waking the controller.
 _POD_METADATA: Final = (
     "name",
     "namespace",
     "uid",
-    "resourceVersion",
     "creationTimestamp",
     "deletionTimestamp",
     "labels",
-    "ownerReferences",
 )
 _POD_SPEC: Final = (
     "nodeName",
@@ -40,9 +47,15 @@ _POD_SPEC: Final = (
     "resources",
     "topologySpreadConstraints",
 )
-_CONTAINER: Final = ("name", "resources", "ports", "restartPolicy")
+_CONTAINER: Final = ("name", "restartPolicy")
+_SHARED_PARTS: Final = 4096
+"""Distinct shared parts remembered; past it the table starts over (sharing, not caching)."""
+_SHORT: Final = 64
+"""Strings up to this long are interned: names, kinds, versions, label values."""
+_BOUND_POD_SPEC: Final = ("nodeName", "affinity", "resourceClaims", "overhead", "resources")
+"""Anti-affinity stays: it keeps other pods off the node."""
 _POD_STATUS: Final = ("phase", "resourceClaimStatuses")
-_NODE_METADATA: Final = ("name", "uid", "resourceVersion", "labels")
+_NODE_METADATA: Final = ("name", "uid", "labels")
 _NODE_SPEC: Final = ("taints", "unschedulable")
 _NODE_STATUS: Final = ("allocatable",)
 
@@ -57,34 +70,109 @@ def _head(obj: Mapping[str, Any]) -> Object:
     return _pick(obj, ("apiVersion", "kind"))
 
 
-def slim_pod(pod: Object) -> Object:
-    """Return the parts of a pod the controller reads."""
-    spec = pod.get("spec") or {}
-    kept = _pick(spec, _POD_SPEC)
-    for key in ("containers", "initContainers"):
-        if isinstance(spec.get(key), list):
-            kept[key] = [_pick(container, _CONTAINER) for container in spec[key]]
-    return {
-        **_head(pod),
-        "metadata": _pick(pod.get("metadata"), _POD_METADATA),
-        "spec": kept,
-        "status": _pick(pod.get("status"), _POD_STATUS),
-    }
+def _container(container: object) -> Object:
+    """Keep what node fit reads: requests, and only the ports that claim a host port."""
+    kept = _pick(container, _CONTAINER)
+    if not isinstance(container, Mapping):
+        return kept
+    requests = (container.get("resources") or {}).get("requests")
+    if requests:
+        kept["resources"] = {"requests": requests}
+    ports = [
+        p for p in container.get("ports") or () if isinstance(p, Mapping) and p.get("hostPort")
+    ]
+    if ports:
+        kept["ports"] = ports
+    return kept
 
 
-def slim_node(node: Object) -> Object:
-    """Return the parts of a node the controller reads."""
-    return {
-        **_head(node),
-        "metadata": _pick(node.get("metadata"), _NODE_METADATA),
-        "spec": _pick(node.get("spec"), _NODE_SPEC),
-        "status": _pick(node.get("status"), _NODE_STATUS),
-    }
+def compact(value: Any) -> Any:  # noqa: ANN401 - any JSON value
+    """Return ``value`` with every key and short string interned (equal, and smaller)."""
+    if isinstance(value, dict):
+        return {sys.intern(key): compact(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [compact(item) for item in value]
+    if isinstance(value, str) and len(value) <= _SHORT:
+        return sys.intern(value)
+    return value
 
 
-def slim_claim(claim: Object) -> Object:
-    """Return the claim without ``metadata.managedFields``: all else is written back."""
-    metadata = claim.get("metadata")
-    if not isinstance(metadata, Mapping) or "managedFields" not in metadata:
-        return claim
-    return {**claim, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
+class Slimmer:
+    """The informers' transforms, sharing equal parts between the objects they keep.
+
+    Claims made from one template have one spec, claims on one node one nodeSelector, pods of
+    one Deployment one container list and label set: each is kept once, through a bounded
+    table keyed by the part's JSON. Safe because the controller never changes a cached object
+    in place (its writes work on copies).
+    """
+
+    def __init__(self, limit: int = _SHARED_PARTS) -> None:
+        self._limit = limit
+        self._parts: dict[str, Any] = {}
+
+    def _shared(self, value: Any) -> Any:  # noqa: ANN401 - any JSON value
+        key = json.dumps(value, sort_keys=True, separators=(",", ":"))
+        found = self._parts.get(key)
+        if found is None:
+            if len(self._parts) >= self._limit:
+                self._parts.clear()  # parts seen before stay shared where they are
+            found = self._parts[key] = value
+        return found
+
+    def _share(self, parent: object, *keys: str) -> None:
+        if isinstance(parent, dict):
+            for key in keys:
+                if key in parent:
+                    parent[key] = self._shared(parent[key])
+
+    def pod(self, pod: Object) -> Object:
+        """Return the parts of a pod the controller reads.
+
+        A bound pod is never placed again: only what other pods' placement and the node's
+        fit read of it is kept (not its tolerations, node selector or spread constraints).
+        """
+        spec = pod.get("spec") or {}
+        kept = _pick(spec, _BOUND_POD_SPEC if spec.get("nodeName") else _POD_SPEC)
+        for key in ("containers", "initContainers"):
+            if isinstance(spec.get(key), list):
+                kept[key] = [_container(container) for container in spec[key]]
+        slim: Object = compact(
+            {
+                **_head(pod),
+                "metadata": _pick(pod.get("metadata"), _POD_METADATA),
+                "spec": kept,
+                "status": _pick(pod.get("status"), _POD_STATUS),
+            }
+        )
+        self._share(slim["metadata"], "labels")
+        self._share(slim["spec"], "containers", "initContainers", "tolerations", "affinity")
+        return slim
+
+    def node(self, node: Object) -> Object:
+        """Return the parts of a node the controller reads."""
+        slim: Object = compact(
+            {
+                **_head(node),
+                "metadata": _pick(node.get("metadata"), _NODE_METADATA),
+                "spec": _pick(node.get("spec"), _NODE_SPEC),
+                "status": _pick(node.get("status"), _NODE_STATUS),
+            }
+        )
+        self._share(slim["status"], "allocatable")
+        return slim
+
+    def claim(self, claim: Object) -> Object:
+        """Return the claim without ``metadata.managedFields``: all else is written back."""
+        metadata = claim.get("metadata")
+        if isinstance(metadata, Mapping) and "managedFields" in metadata:
+            without = {k: v for k, v in metadata.items() if k != "managedFields"}
+            claim = {**claim, "metadata": without}
+        slim: Object = compact(claim)
+        self._share(slim, "spec")
+        allocation = (slim.get("status") or {}).get("allocation")
+        self._share(allocation, "nodeSelector")
+        devices = allocation.get("devices") if isinstance(allocation, dict) else None
+        self._share(devices, "config")
+        for result in (devices or {}).get("results") or ():
+            self._share(result, "consumedCapacity")
+        return slim

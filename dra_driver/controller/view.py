@@ -20,7 +20,7 @@ from kubernetes import client
 
 from dra_driver.api import DriverNames
 from dra_driver.controller.engine import Snapshot
-from dra_driver.controller.slim import slim_claim, slim_node, slim_pod
+from dra_driver.controller.slim import Slimmer, compact
 from dra_driver.k8s import objects
 from dra_driver.k8s.informer import EventType, Informer, InformerGroup
 from dra_driver.k8s.podaffinity import Placement, relevant
@@ -82,15 +82,19 @@ class ClusterView(InformerGroup):
                 transform=transform,
             )
 
-        self.pods = informer("pods", core.list_pod_for_all_namespaces, transform=slim_pod)
+        slim = Slimmer()
+        self.pods = informer("pods", core.list_pod_for_all_namespaces, transform=slim.pod)
         self.claims = informer(
-            "claims", resource.list_resource_claim_for_all_namespaces, transform=slim_claim
+            "claims", resource.list_resource_claim_for_all_namespaces, transform=slim.claim
         )
         self.slices = informer(
-            "slices", resource.list_resource_slice, field_selector=f"spec.driver={names.driver}"
+            "slices",
+            resource.list_resource_slice,
+            field_selector=f"spec.driver={names.driver}",
+            transform=compact,
         )
         self.classes = informer("classes", resource.list_device_class)
-        self.nodes = informer("nodes", core.list_node, transform=slim_node)
+        self.nodes = informer("nodes", core.list_node, transform=slim.node)
         # They run whether or not this replica leads, so a failover starts with warm caches.
         super().__init__(self.pods, self.claims, self.slices, self.classes, self.nodes)
 

@@ -253,9 +253,7 @@ class Informer:
             previous = old.get(key)
             if previous is None:
                 self._notify("ADDED", obj)
-            elif previous.get("metadata", {}).get("resourceVersion") != obj["metadata"].get(
-                "resourceVersion"
-            ):
+            elif previous != obj:  # a transform may drop the resourceVersion: compare all
                 self._notify("MODIFIED", obj)
         self.resource_version = str(body.get("metadata", {}).get("resourceVersion") or "")
         self._synced.set()
@@ -298,9 +296,14 @@ class Informer:
             return
         if kind not in ("ADDED", "MODIFIED", "DELETED"):
             return
+        key = object_key(obj)
         if self._transform is not None:
             obj = self._transform(obj)
-        key = object_key(obj)
+            # A change only to fields the transform drops (a node's heartbeat, a pod's
+            # container statuses) is no change to what the component reads: not handed on.
+            if kind == "MODIFIED" and self._cache.get(key) == obj:
+                self.resource_version = version or self.resource_version
+                return
         with self._lock:
             if kind == "DELETED":
                 self._cache.pop(key, None)

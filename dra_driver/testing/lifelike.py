@@ -60,8 +60,6 @@ def lifelike_node(node: Object, images: int = 40) -> Object:
         "metadata": {
             **node["metadata"],
             "labels": labels,
-            "uid": f"node-uid-{name}",
-            "resourceVersion": "1",
             "annotations": {
                 "node.alpha.kubernetes.io/ttl": "0",
                 "volumes.kubernetes.io/controller-managed-attach-detach": "true",

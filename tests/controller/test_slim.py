@@ -11,7 +11,7 @@ import pytest
 from controller.kit import NAMES, node
 from controller.test_controller_e2e import bound, claims, gated_pod, harness, running
 
-from dra_driver.controller.slim import slim_claim, slim_node, slim_pod
+from dra_driver.controller.slim import Slimmer, compact
 from dra_driver.k8s import objects
 from dra_driver.k8s.podaffinity import Placement, relevant
 from dra_driver.k8s.podfit import NodeUsage, demand
@@ -19,6 +19,8 @@ from dra_driver.k8s.scheduling import node_unfit_reason
 from dra_driver.testing.lifelike import lifelike_claim, lifelike_node, lifelike_pod
 
 Object = dict[str, Any]
+SLIM = Slimmer()
+slim_pod, slim_node, slim_claim = SLIM.pod, SLIM.node, SLIM.claim
 
 
 def thin_node(name: str, *, taint: bool = False) -> Object:
@@ -76,6 +78,8 @@ def test_every_question_the_controller_asks_of_a_pod_gets_the_same_answer(extra:
     """Demand, claims, node fit, affinity and spread agree on a lifelike pod and its slim copy."""
     nodes = [lifelike_node(thin_node(f"node-{z}", taint=z == "b")) for z in "ab"]
     running = [lifelike_pod(thin_pod(f"run-{i}"), f"node-{'ab'[i % 2]}") for i in range(3)]
+    for placed in running:  # bound pods carry the same constraints; slimming drops some
+        placed["spec"].update(copy.deepcopy(extra))
     pod = lifelike_pod(thin_pod("new", **copy.deepcopy(extra)), None)
     pod["spec"].update(copy.deepcopy(extra))  # lifelike_pod sets its own tolerations
     slim_nodes = [slim_node(n) for n in nodes]
@@ -114,8 +118,22 @@ def test_a_claim_loses_only_its_managed_fields() -> None:
     claim = {"metadata": {"name": "c", "finalizers": ["x"]}, "spec": {}, "status": {"a": 1}}
     full = lifelike_claim(claim)
     assert slim_claim(full) == claim
-    assert slim_claim(claim) is claim
+    assert slim_claim(claim) == claim
     assert "managedFields" in full["metadata"]
+
+
+def test_kept_keys_and_short_strings_are_one_object_across_objects() -> None:
+    """Two claims read from JSON share their keys' and node names' string objects."""
+    first, second = (
+        json.loads(json.dumps({"metadata": {"name": "node-" + "a" * 3}, "spec": {}}))
+        for _ in range(2)
+    )
+    assert next(iter(first)) is not next(iter(second))
+    one, two = slim_claim(first), slim_claim(second)
+    assert next(iter(one)) is next(iter(two))
+    assert one["metadata"]["name"] is two["metadata"]["name"]
+    long = "x" * 65
+    assert compact({"k": long})["k"] is long
 
 
 def test_the_controllers_writes_keep_a_claims_managed_fields(work_dir: Path) -> None:

@@ -241,3 +241,31 @@ def test_an_expired_continue_token_starts_the_relist_over(
         assert [o["metadata"]["name"] for o in informer.list()] == [f"s{i}" for i in range(5)]
     finally:
         informer.stop()
+
+
+def test_a_change_only_to_dropped_fields_is_not_handed_on(api: client.ResourceV1Api) -> None:
+    """With a transform that drops labels, relabelling fires nothing; a kept field fires."""
+    raw.call(api.create_resource_slice, slice_("s1", "n1"))
+
+    def without_labels(obj: Object) -> Object:
+        return {"metadata": {"name": obj["metadata"]["name"]}, "spec": obj["spec"]}
+
+    recorder = Recorder()
+    informer = Informer(
+        api.list_resource_slice, name="t", handler=recorder, transform=without_labels
+    )
+    informer.start()
+    try:
+        assert informer.wait_synced(5)
+        raw.call(api.patch_resource_slice, "s1", {"metadata": {"labels": {"x": "y"}}})
+        raw.call(api.patch_resource_slice, "s1", {"spec": {"nodeName": "n1"}})  # no change
+        generation = {"spec": {"pool": {"name": "n1", "generation": 2, "resourceSliceCount": 1}}}
+        raw.call(api.patch_resource_slice, "s1", generation)
+        events = recorder.wait_for(2)
+        time.sleep(0.2)  # nothing else may arrive
+        assert recorder.events == events == [("ADDED", "s1"), ("MODIFIED", "s1")]
+        stored = informer.get("", "s1")
+        assert stored is not None
+        assert stored["spec"]["pool"]["generation"] == 2
+    finally:
+        informer.stop()

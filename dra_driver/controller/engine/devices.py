@@ -8,6 +8,7 @@ left out and reported, never fatal.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,10 +40,19 @@ class Device:
     attributes: Mapping[str, Any]
     """Fully qualified attribute name -> its value (int, bool, str, :class:`Version`)."""
     taints: tuple[Object, ...]
-    variable: Mapping[str, Any]
-    """The CEL value of ``device``."""
     model: Model
     """Devices of one model consume and rank alike; the engine memoizes per model."""
+    raw: Object
+    """The device as its slice lists it (shared with the informer's copy, never changed)."""
+
+    @property
+    def variable(self) -> Mapping[str, Any]:
+        """The CEL value of ``device``, built when a selector needs it.
+
+        Not kept: the matcher remembers each selector's result per device, so it is built
+        once per selector, and thousands of devices do not each hold one for their lifetime.
+        """
+        return cel.device_variable(self.id[0], self.raw)
 
     @property
     def name(self) -> str:
@@ -85,7 +95,8 @@ def qualified_attributes(driver: str, device: Mapping[str, Any]) -> dict[str, An
     """Return the device's attributes keyed by fully qualified name (``<domain>/<id>``)."""
     attributes = {}
     for name, value in (device.get("attributes") or {}).items():
-        key = name if "/" in name else f"{driver}/{name}"
+        # Interned: every device of a cluster spells the same few names.
+        key = sys.intern(name if "/" in name else f"{driver}/{name}")
         attributes[key] = _attribute_value(value or {})
     return attributes
 
@@ -138,16 +149,17 @@ def _device(
     capacities = parse_capacities(raw)
     shareable = bool(raw.get("allowMultipleAllocations"))
     plain = share_plain and not shareable and bool(capacities)
+    model = models.get(shareable, capacities, plain=plain)
     return Device(
         id=(driver, pool, str(raw["name"])),
         node=node,
-        capacities=capacities,
+        capacities=model.capacities,  # equal to the parsed ones, shared by the model's cards
         shareable=shareable,
         plain=plain,
-        model=models.get(shareable, capacities, plain=plain),
+        model=model,
         attributes=qualified_attributes(driver, raw),
         taints=taints,
-        variable=cel.device_variable(driver, raw),
+        raw=raw,
     )
 
 
