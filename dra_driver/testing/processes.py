@@ -11,6 +11,7 @@ No process outlives the one that started it (see :mod:`dra_driver.testing.spawn`
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -152,3 +153,38 @@ def start_controller(
     return ComponentProcess(
         argv, _log_path(cluster, "controller"), ready_event="controller.started", env=env
     )
+
+
+def start_webhook(
+    cluster: FakeCluster,
+    *,
+    cert_file: Path,
+    key_file: Path,
+    names: DriverNames | None = None,
+    args: Sequence[str] = (),
+) -> ComponentProcess:
+    """Start the admission webhook on a free port; :func:`logged_port` says which."""
+    driver = names.driver if names else DEFAULT_DRIVER_NAME
+    argv = _gpushare(
+        "webhook",
+        "--driver-name", driver,
+        "--kubeconfig", str(cluster.kubeconfig()),
+        "--webhook-port", "0",
+        "--tls-cert-file", str(cert_file),
+        "--tls-key-file", str(key_file),
+        "--metrics-port", "-1",
+        *args,
+    )  # fmt: skip
+    return ComponentProcess(argv, _log_path(cluster, "webhook"), ready_event="webhook.started")
+
+
+def logged_port(process: ComponentProcess, event: str) -> int:
+    """Return the ``port`` of the first JSON log line of ``event`` the process wrote."""
+    for line in process.output().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("event") == event and "port" in entry:
+            return int(entry["port"])
+    raise LookupError(f"no {event} line with a port in the log of {process.argv[3]}")

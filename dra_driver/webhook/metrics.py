@@ -25,8 +25,8 @@ class WebhookMetrics:
         )
         self._seconds = Histogram(
             f"{_PREFIX}_request_duration_seconds",
-            "Time from reading a review's body to its answer",
-            ["operation"],
+            "Time from reading a review's body to its answer, by operation and kind",
+            ["operation", "kind"],
             buckets=_LATENCY_BUCKETS,
             registry=registry,
         )
@@ -41,7 +41,7 @@ class WebhookMetrics:
         """Count one answered review."""
         label = kind if kind in _KINDS else "other"
         self._requests.labels(operation, label, result).inc()
-        self._seconds.labels(operation).observe(seconds)
+        self._seconds.labels(operation, label).observe(seconds)
 
     def certificate_reload(self, result: str) -> None:
         """Count one reload attempt."""

@@ -16,6 +16,11 @@ was removed (controller run) and until the pod was bound. Requests are what the 
 server served between the first create and the last allocation, per allocated pod, in all
 and for the driver alone (every client but the harness's own).
 
+After the controller run, ``gpushare-dra webhook`` starts against the same cluster and is sent
+one pod review per pod, each the pod as created (without the gate), over one kept-alive HTTPS
+connection as kube-apiserver sends them; its own latency histogram gives the mean and the
+bucket that holds p50 and p99 (``webhook_pod_reviews``).
+
     python hack/bench/controller.py               # 400 pods on 100 nodes (about 2 minutes)
     python hack/bench/controller.py --pods 800 --timeout 900  # over 10 minutes, see below
     python hack/bench/controller.py --smoke       # tiny, for the test suite
@@ -31,11 +36,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import http.client
+import json
 import logging
 import random
+import ssl
 import tempfile
 import time
+import urllib.error
+import urllib.request
+import uuid
 from collections.abc import Mapping, Sequence
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Final
 
@@ -45,12 +57,15 @@ from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
 from dra_driver.api.classes import default_device_classes
 from dra_driver.logging import configure_logging
 from dra_driver.nvml.inventory import Inventory, builtin_inventory
+from dra_driver.simulate.certs import write_self_signed
 from dra_driver.testing.apiserver.app import LoggedRequest
 from dra_driver.testing.cluster import FakeCluster
+from dra_driver.testing.processes import ComponentProcess, logged_port, start_webhook
 from dra_driver.testing.workload import (
     HARNESS_USER_AGENT,
     SHARES,
     Tracker,
+    Wave,
     card_memory,
     cpu_seconds,
     plan_wave,
@@ -122,6 +137,7 @@ def run_mode(
         publish_slices(cluster, NAMES)
         memory = card_memory(cluster)
         cluster.apply(share_template(NAMES, share, memory) for share in SHARES)
+        webhook = None
         controller = start_leading_controller(cluster, NAMES) if mode == "controller" else None
         tracker = Tracker(cluster.api, NAMES, NAMESPACE)
         tracker.start()
@@ -141,10 +157,16 @@ def run_mode(
             by_agent_verb = dict(cluster.server.requests_by_agent_verb)
             rss = controller.rss_bytes() if controller else 0
             critical = _critical_path(list(log), tracker, [p.name for p in wave.pods])
+            reviews: dict[str, float] = {}
+            if controller is not None:  # started only now: it must not compete with the run
+                webhook = _start_webhook(cluster, Path(work))
+                reviews = _review_each(webhook[1], webhook[2], wave)
         finally:
             tracker.stop()
             if controller is not None:
                 controller.terminate()
+            if webhook is not None:
+                webhook[0].terminate()
     allocated = tracker.count("allocated", wave.pods)
     seconds = tracker.span("allocated", wave.pods)
     total = sum(by_agent.values())
@@ -174,6 +196,118 @@ def run_mode(
         },
         "cpu_s": cpu,
         "controller_rss_bytes": rss,
+        "webhook_pod_reviews": reviews,
+    }
+
+
+def _start_webhook(cluster: FakeCluster, work: Path) -> tuple[ComponentProcess, int, Path]:
+    """Start ``gpushare-dra webhook`` against the cluster; return it, its port and its CA.
+
+    It is not registered with the API server: the harness's webhook client opens a TLS
+    connection per call, where kube-apiserver keeps them open, so in the path it would add
+    the harness's cost to the gated pods. Its reviews are timed apart (:func:`_review_each`).
+    """
+    cert, key = write_self_signed(work)
+    webhook = start_webhook(cluster, cert_file=cert, key_file=key, names=NAMES)
+    webhook.wait_ready(60)
+    port = logged_port(webhook, "webhook.started")
+    deadline = time.monotonic() + 60
+    while _get(port, cert, "/readyz")[0] != HTTPStatus.OK:  # its informers have synced
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the webhook did not become ready:\n{webhook.output()}")
+        time.sleep(0.1)
+    return webhook, port, cert
+
+
+def _review_each(port: int, ca: Path, wave: Wave) -> dict[str, float]:
+    """Send the webhook one pod review per pod of the wave, as kube-apiserver would.
+
+    One kept-alive HTTPS connection, as kube-apiserver's; each review is the pod as created,
+    without the gate, so the webhook does its full work (look up the claims, gate the pod).
+    """
+    context = ssl.create_default_context(cafile=str(ca))
+    connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+    try:
+        for pod in wave.pods:
+            review = {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {
+                    "uid": str(uuid.uuid4()),
+                    "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                    "resource": {"group": "", "version": "v1", "resource": "pods"},
+                    "namespace": NAMESPACE,
+                    "name": pod.name,
+                    "operation": "CREATE",
+                    "userInfo": {"username": "bench"},
+                    "object": pod.manifest(None),
+                    "dryRun": False,
+                },
+            }
+            body = json.dumps(review).encode()
+            connection.request("POST", "/mutate", body, {"Content-Type": "application/json"})
+            answer = connection.getresponse()
+            answer.read()
+            if answer.status != HTTPStatus.OK:
+                raise RuntimeError(f"the webhook answered {answer.status} for pod {pod.name}")
+    finally:
+        connection.close()
+    return _review_times(port, ca)
+
+
+def _get(port: int, ca: Path, path: str) -> tuple[int, str]:
+    context = ssl.create_default_context(cafile=str(ca))
+    try:
+        with urllib.request.urlopen(
+            f"https://127.0.0.1:{port}{path}", timeout=5, context=context
+        ) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, ""
+    except OSError:
+        return 0, ""
+
+
+def _review_times(port: int, ca: Path) -> dict[str, float]:
+    """Return the webhook's own time per pod review, from its latency histogram.
+
+    A quantile is reported as the upper bound of the bucket that holds it (``p99_at_most``);
+    the mean is exact (the histogram's sum over its count).
+    """
+    _, text = _get(port, ca, "/metrics")
+    series = 'gpushare_webhook_request_duration_seconds_bucket{kind="Pod",le="'
+    buckets = []
+    count = total = 0.0
+    for line in text.splitlines():
+        if line.startswith(series) and 'operation="mutate"' in line:
+            bound = line[len(series) :].split('"', 1)[0]
+            buckets.append(
+                (float("inf") if bound == "+Inf" else float(bound), float(line.split()[-1]))
+            )
+        elif line.startswith("gpushare_webhook_request_duration_seconds_count{") and (
+            'kind="Pod"' in line and 'operation="mutate"' in line
+        ):
+            count = float(line.split()[-1])
+        elif line.startswith("gpushare_webhook_request_duration_seconds_sum{") and (
+            'kind="Pod"' in line and 'operation="mutate"' in line
+        ):
+            total = float(line.split()[-1])
+    buckets.sort()
+
+    def bound_of(q: float) -> float:
+        """Return the upper bound of the bucket holding quantile ``q``."""
+        for bound, cumulative in buckets:
+            if cumulative >= q * count:
+                return bound * 1000
+        return float("inf")
+
+    if not count:
+        return {"reviews": 0.0}
+    return {
+        "reviews": count,
+        "mean_ms": round(total / count * 1000, 3),
+        "p50_at_most_ms": bound_of(0.5),
+        "p99_at_most_ms": bound_of(0.99),
     }
 
 

@@ -43,6 +43,12 @@ def test_controller_benchmark_smoke_run_allocates_every_pod_in_both_modes() -> N
     assert controller["latency_ungated"]["count"] == 40
     assert firstfit["latency_ungated"]["count"] == 0
     assert controller["controller_rss_bytes"] > 0
+    # The webhook process reviewed each pod once, as kube-apiserver would have sent it.
+    reviews = controller["webhook_pod_reviews"]
+    assert reviews["reviews"] == 40
+    assert 0 < reviews["mean_ms"] <= reviews["p99_at_most_ms"] * 2
+    assert reviews["p50_at_most_ms"] <= reviews["p99_at_most_ms"]
+    assert firstfit["webhook_pod_reviews"] == {}
     ratio = result["controller_vs_firstfit"]
     assert ratio["throughput"] == round(controller["pods_per_s"] / firstfit["pods_per_s"], 3)
 

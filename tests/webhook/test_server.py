@@ -231,7 +231,10 @@ def test_metrics_are_served_on_the_webhook_port(served: Served) -> None:
         'gpushare_webhook_requests_total{kind="Pod",operation="mutate",result="allowed"} 1.0'
         in text
     )
-    assert 'gpushare_webhook_request_duration_seconds_count{operation="mutate"} 1.0' in text
+    assert (
+        'gpushare_webhook_request_duration_seconds_count{kind="Pod",operation="mutate"} 1.0'
+        in text
+    )
 
 
 def test_review_with_a_partial_body_ends_the_connection_quietly(served: Served) -> None:
