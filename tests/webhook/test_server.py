@@ -232,8 +232,7 @@ def test_metrics_are_served_on_the_webhook_port(served: Served) -> None:
         in text
     )
     assert (
-        'gpushare_webhook_request_duration_seconds_count{kind="Pod",operation="mutate"} 1.0'
-        in text
+        'gpushare_webhook_request_duration_seconds_count{kind="Pod",operation="mutate"} 1.0' in text
     )
 
 
