@@ -3,13 +3,13 @@
 At 1,000 nodes and 20,000 pods the informers' caches are most of the controller's memory, and
 most of each object is what the controller never reads: a pod's environment, command, probes,
 volumes and container statuses, a node's image list and conditions, every object's
-``managedFields``. These pure functions are the informers' transforms.
+``managedFields``. :class:`Slimmer`'s methods are the informers' transforms.
 
 Pods and nodes are only ever read and patched, so they keep just what the allocator, the node
 fit, affinity, spread, the release loop and event references read. Claims are written back
 whole (an update sends the object it read), so they lose only ``metadata.managedFields``,
-which an update that leaves the field out keeps on the server. Slices and DeviceClasses are
-kept as they are: the engine reads nearly all of them, and there are few.
+which an update that leaves the field out keeps on the server. Slices keep every field (the
+engine reads nearly all of them) and DeviceClasses are kept as they are: there are few.
 
 What is kept is also :func:`compact`: every key and short string interned, so the twenty
 thousand copies of ``"metadata"``, ``"resource.k8s.io/v1"`` or a node's name are one object;
@@ -47,17 +47,17 @@ _POD_SPEC: Final = (
     "resources",
     "topologySpreadConstraints",
 )
-_CONTAINER: Final = ("name", "restartPolicy")
-_SHARED_PARTS: Final = 4096
-"""Distinct shared parts remembered; past it the table starts over (sharing, not caching)."""
-_SHORT: Final = 64
-"""Strings up to this long are interned: names, kinds, versions, label values."""
 _BOUND_POD_SPEC: Final = ("nodeName", "affinity", "resourceClaims", "overhead", "resources")
 """Anti-affinity stays: it keeps other pods off the node."""
+_CONTAINER: Final = ("name", "restartPolicy")
 _POD_STATUS: Final = ("phase", "resourceClaimStatuses")
 _NODE_METADATA: Final = ("name", "uid", "labels")
 _NODE_SPEC: Final = ("taints", "unschedulable")
 _NODE_STATUS: Final = ("allocatable",)
+_SHARED_PARTS: Final = 4096
+"""Distinct shared parts remembered; past it the table starts over (sharing, not caching)."""
+_SHORT: Final = 64
+"""Strings up to this long are interned: names, kinds, versions, label values."""
 
 
 def _pick(source: object, keys: Iterable[str]) -> Object:
