@@ -92,6 +92,12 @@ V1_2: Final = RegionLayout(
     util_sm=16,
 )
 
+EXITED_PID: Final = 0
+"""A process slot's ``pid`` once its process exited: the slot keeps its last figures."""
+FILE_TAIL: Final = 1
+"""Bytes a region file has past the struct: the library sizes a new file by writing one byte
+at offset ``sizeof(shared_region_t)``, so its files are the struct's size plus this."""
+
 KNOWN_VERSIONS: Final = {V1_2.version: V1_2}
 """Region formats this driver reads and writes; any other is left alone."""
 REGION_SIZE: Final = V1_2.size

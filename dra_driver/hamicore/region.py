@@ -13,6 +13,7 @@ import mmap
 from typing import Any, Final, Literal, TypeAlias
 
 from dra_driver.hamicore.layout import (
+    FILE_TAIL,
     HEADER,
     INT32,
     INT64,
@@ -96,8 +97,11 @@ def check_header(header: Buffer, size: int) -> RegionLayout:
     """Return the layout of a region that starts with ``header`` and has ``size`` bytes.
 
     Raise :class:`RegionError` unless the magic and version are a format this driver knows and
-    the size is that format's exactly: a shorter file was truncated, a longer one is not the
-    library's.
+    the size is one the library makes: the struct's, or one byte more. ``libvgpu.so`` sizes a
+    new file by writing a single byte just past the end of the struct, so every file it makes
+    is one byte longer than what it maps; a file of exactly the struct's size (as a test or
+    another tool may write) reads the same. A shorter file was truncated; a longer one is not
+    the library's.
     """
     data = memoryview(header).cast("B")
     if len(data) < HEADER.size:
@@ -111,8 +115,12 @@ def check_header(header: Buffer, size: int) -> RegionLayout:
     if layout is None:
         known = ", ".join(f"{a}.{b}" for a, b in sorted(KNOWN_VERSIONS))
         raise RegionError("version", f"region version {major}.{minor} is not one of {known}")
-    if size != layout.size:
-        raise RegionError("size", f"{size} bytes where a {major}.{minor} region has {layout.size}")
+    if size not in (layout.size, layout.size + FILE_TAIL):
+        raise RegionError(
+            "size",
+            f"{size} bytes where a {major}.{minor} region has {layout.size} "
+            f"(or {layout.size + FILE_TAIL}, as libvgpu.so makes its file)",
+        )
     return layout
 
 

@@ -4,10 +4,11 @@ A region file lives in a directory every process of the container can write, so 
 there may be hostile: a symlink to a host file, a FIFO, a file of the wrong size, a file
 truncated or replaced while we hold it. So a file is opened with ``O_NOFOLLOW`` and
 ``O_NONBLOCK`` (a FIFO cannot block the opener), must be a regular file with one link and
-exactly the size of a known format, and is read and written with ``pread``/``pwrite`` at fixed
-offsets. Not ``mmap``: a container that truncates its file under a mapping would kill the
-plugin with SIGBUS at the next read. The header is checked again on every read, and nothing is
-written unless the read just before found a known format.
+the size of a known format (the struct's, or the one byte more of a file the library made),
+and is read and written with ``pread``/``pwrite`` at fixed offsets. Not ``mmap``: a container
+that truncates its file under a mapping would kill the plugin with SIGBUS at the next read.
+The header is checked again on every read, and nothing is written unless the read just before
+found a known format.
 
 Opening happens in two steps: an ``O_PATH`` descriptor (which opens nothing: no device is
 touched, no FIFO waited on) is checked to be a regular file with one link, and only then
@@ -23,7 +24,14 @@ import stat
 from pathlib import Path
 from typing import Final
 
-from dra_driver.hamicore.layout import HEADER, INT32, UINT64, UUID_BYTES, RegionLayout
+from dra_driver.hamicore.layout import (
+    EXITED_PID,
+    HEADER,
+    INT32,
+    UINT64,
+    UUID_BYTES,
+    RegionLayout,
+)
 from dra_driver.hamicore.region import RegionError, check_counts, check_header, read_uuid
 
 _PATH_FLAGS: Final = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -37,9 +45,9 @@ class CardRead:
     memory_limit: int
     sm_limit: int
     memory_used: int
-    """Sum of the processes' ``used[card].total`` (bytes)."""
+    """Sum of the live processes' ``used[card].total`` (bytes)."""
     sm_util: int
-    """Sum of the processes' last recorded SM utilisation (percent)."""
+    """Sum of the live processes' last recorded SM utilisation (percent)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,13 +130,21 @@ class RegionFile:
     def _usage(
         self, layout: RegionLayout, proc_num: int, device_num: int
     ) -> tuple[list[int], list[int]]:
-        """Sum each card's memory (``used.total``) and SM use over the slots in use."""
+        """Sum each card's memory (``used.total``) and SM use over the live processes' slots.
+
+        A process that exits normally only zeroes its slot's ``pid`` (and ``status``): the
+        slot stays counted in ``proc_num`` with its last memory and SM figures until another
+        process of the region takes the library's lock and compacts the slots, which may be
+        never. Such a slot is skipped, or a finished task would look busy for good.
+        """
         used, util = [0] * device_num, [0] * device_num
         if not (proc_num and device_num):
             return used, util
         slots = self._pread(proc_num * layout.slot_size, layout.procs)
         for index in range(proc_num):
             base = index * layout.slot_size
+            if INT32.unpack_from(slots, base + layout.slot_pid)[0] == EXITED_PID:
+                continue
             for card in range(device_num):
                 memory = base + layout.slot_used + card * layout.memory_size
                 used[card] += UINT64.unpack_from(slots, memory + layout.memory_total)[0]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Final
 
 from dra_driver.hamicore.feedback import ENFORCED, SUSPENDED
-from dra_driver.hamicore.layout import REGION_SIZE
+from dra_driver.hamicore.layout import FILE_TAIL, REGION_SIZE
 from dra_driver.hamicore.region import Region, RegionError, decode_region, region_to_json
 from dra_driver.nvml.inventory import format_quantity
 
@@ -27,7 +27,8 @@ def read_region_file(path: Path) -> Region:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise RegionError("malformed", f"{path} is not a regular file")
-        data = os.read(fd, REGION_SIZE + 1)
+        # One byte past the largest size a region file has: a longer file is refused as such.
+        data = os.read(fd, REGION_SIZE + FILE_TAIL + 1)
     finally:
         os.close(fd)
     return decode_region(data)

@@ -26,8 +26,15 @@ _OPTIONS: Final = (
     "-DMULTIPROCESS_LIMIT_ENABLE=1",
     "-DHOOK_MEMINFO_ENABLE=1",
     "-DHOOK_NVML_ENABLE=1",
-    "-DCMAKE_BUILD_TYPE=Release",
+    # Debug, as HAMi-core's own build.sh: its Release flags add -fvisibility=hidden, which
+    # leaves dlsym the only export, and that dlsym hands out the cu* hooks by looking their
+    # names up in the library itself: a Release build loads, and intercepts nothing.
+    "-DCMAKE_BUILD_TYPE=Debug",
+    # HAMi-core asks for CMake 2.8.11; CMake 4 refuses a minimum under 3.5 unless told this.
+    "-DCMAKE_POLICY_VERSION_MINIMUM=3.5",
 )
+HOOKS: Final = ("cuInit", "cuMemAlloc_v2", "cuLaunchKernel", "cuGetProcAddress_v2")
+"""Hooks the library must export: the memory limit, the SM limit, and the way into the rest."""
 
 
 class UnavailableError(Exception):

@@ -10,6 +10,8 @@ claim's card visible. Skipped without NVML and a GPU, or without the HAMi-core s
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import subprocess
@@ -136,11 +138,36 @@ def probe(env: dict[str, str], *args: str, timeout: float = 120) -> dict[str, An
     return result
 
 
-def spinning(env: dict[str, str], seconds: float, progress: Path) -> subprocess.Popen[str]:
+@contextlib.contextmanager
+def spinning(env: dict[str, str], seconds: float, progress: Path) -> Iterator[Spinner]:
+    """Run the probe's ``spin`` for ``seconds``; kill it on the way out if it still runs.
+
+    Its output goes to a file beside ``progress``, not to a pipe: nobody reads a pipe while
+    it spins, and a full one would stall it.
+    """
+    log = progress.with_suffix(".log")
     argv = [sys.executable, str(PROBE), "spin", str(seconds), str(progress)]
-    return subprocess.Popen(
-        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    with log.open("wb") as out:
+        process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield Spinner(process, log)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+@dataclasses.dataclass(frozen=True)
+class Spinner:
+    """A running ``spin`` probe and the file its output goes to."""
+
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def finish(self, timeout: float = 30) -> None:
+        """Wait for the probe to end on its own; it must succeed."""
+        code = self.process.wait(timeout)
+        assert code == 0, f"the probe exited {code}:\n{self.log.read_text()[-2000:]}"
 
 
 def count(progress: Path) -> int:
@@ -150,15 +177,19 @@ def count(progress: Path) -> int:
         return 0
 
 
-def utilisation(card: Card, seconds: float) -> float:
-    """Average GPU utilisation NVML reports over ``seconds``, sampled every 200 ms."""
+def utilisation(card: Card, seconds: float) -> list[int]:
+    """GPU utilisation NVML reports over ``seconds``, sampled every 200 ms (percent)."""
     import pynvml  # noqa: PLC0415 - only where NVML is known to work
 
     handle = pynvml.nvmlDeviceGetHandleByUUID(card.uuid)
     samples, end = [], time.monotonic() + seconds
     while time.monotonic() < end:
-        samples.append(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+        samples.append(int(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu))
         time.sleep(0.2)
+    return samples
+
+
+def mean(samples: list[int]) -> float:
     return sum(samples) / len(samples)
 
 
@@ -177,17 +208,22 @@ def test_allocating_past_the_memory_limit_fails(node: Node) -> None:
 def test_fixed_share_30_keeps_the_card_at_most_40_percent_busy(node: Node, tmp_path: Path) -> None:
     """The probe alone fills the card; as a 30-core fixed-share it stays at or under 40 %."""
     env = node.prepare(30, 2 * GIB, "fixed-share", "online")
-    free = spinning({k: v for k, v in env.items() if k != "LD_PRELOAD"}, 12, tmp_path / "free")
-    time.sleep(3)
-    alone = utilisation(node.card, 6)
-    free.wait(30)
-    limited = spinning(env, 16, tmp_path / "limited")
-    time.sleep(5)  # the limiter settles on its share
-    shared = utilisation(node.card, 8)
-    limited.wait(30)
-    RESULTS["fixed_share_30"] = {"unlimited_percent": alone, "limited_percent": shared}
-    assert alone >= 90
-    assert shared <= 40
+    free_env = {k: v for k, v in env.items() if k != "LD_PRELOAD"}
+    with spinning(free_env, 12, tmp_path / "free") as free:
+        time.sleep(3)
+        alone = utilisation(node.card, 6)
+        free.finish()
+    with spinning(env, 16, tmp_path / "limited") as limited:
+        time.sleep(5)  # the limiter settles on its share
+        shared = utilisation(node.card, 8)
+        limited.finish()
+    RESULTS["fixed_share_30"] = {
+        "unlimited_percent": round(mean(alone), 1),
+        "limited_percent": round(mean(shared), 1),
+        "limited_samples": shared,
+    }
+    assert mean(alone) >= 90
+    assert mean(shared) <= 40
 
 
 def test_offline_work_is_held_while_online_work_is_busy(node: Node, tmp_path: Path) -> None:
@@ -197,27 +233,26 @@ def test_offline_work_is_held_while_online_work_is_busy(node: Node, tmp_path: Pa
     monitor = node.monitor()
     monitor.start()
     offline_progress, online_progress = tmp_path / "offline", tmp_path / "online"
-    offline = spinning(offline_env, 40, offline_progress)
+    figures: dict[str, float] = {}
+    RESULTS["priority"] = figures  # filled as each is measured: a failure still reports them
     try:
-        _until(lambda: count(offline_progress) > 20, 30, "offline work never ran")
-        started = time.monotonic()
-        online = spinning(online_env, 8, online_progress)
-        _until(lambda: count(online_progress) > 0, 30, "online work never ran")
-        held = _stalled(offline_progress, 1.0, 10) - started
-        before = count(offline_progress)
-        time.sleep(2)
-        assert count(offline_progress) == before  # still held while online runs
-        online.wait(30)
-        ended = time.monotonic()
-        _until(lambda: count(offline_progress) > before, 10, "offline work was never resumed")
-        resumed = time.monotonic() - ended
+        with spinning(offline_env, 40, offline_progress):
+            _until(lambda: count(offline_progress) > 20, 30, "offline work never ran")
+            started = time.monotonic()
+            with spinning(online_env, 8, online_progress) as online:
+                _until(lambda: count(online_progress) > 0, 30, "online work never ran")
+                figures["offline_held_after_s"] = _stalled(offline_progress, 1.0, 10) - started
+                before = count(offline_progress)
+                time.sleep(2)
+                assert count(offline_progress) == before  # still held while online runs
+                online.finish()
+            ended = time.monotonic()
+            _until(lambda: count(offline_progress) > before, 10, "offline work was never resumed")
+            figures["offline_running_again_after_s"] = time.monotonic() - ended
     finally:
         monitor.stop()
-        offline.kill()
-        offline.wait()
-    RESULTS["priority"] = {"offline_held_after_s": held, "offline_running_again_after_s": resumed}
-    assert held <= 3.0
-    assert resumed <= 4.0
+    assert figures["offline_held_after_s"] <= 3.0
+    assert figures["offline_running_again_after_s"] <= 4.0
 
 
 def _until(condition: Any, seconds: float, failure: str) -> None:

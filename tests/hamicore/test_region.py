@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hamicore.golden import golden_region, golden_values
 
 from dra_driver.hamicore import REGION_SIZE, RegionError, decode_region, region_to_json
 from dra_driver.hamicore.layout import INT32, UINT64, V1_2
+from dra_driver.hamicore.report import read_region_file
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +43,7 @@ def with_int(data: bytes, offset: int, value: int, fmt: str = "i") -> bytes:
     ("mutate", "kind", "message"),
     [
         (lambda d: d[:-1], "size", "2008951 bytes where a 1.2 region has 2008952"),
-        (lambda d: d + b"\0", "size", "2008953 bytes where a 1.2 region has 2008952"),
+        (lambda d: d + b"\0\0", "size", "2008954 bytes where a 1.2 region has 2008952"),
         (lambda d: d[:10], "size", "too short for a region header"),
         (lambda d: with_int(d, 0, 12345), "magic", "initialized_flag 12345 is not"),
         (lambda d: with_int(d, 8, 3), "version", "region version 1.3 is not one of 1.2"),
@@ -62,6 +65,23 @@ def test_a_region_it_does_not_know_is_refused_with_the_reason(
     with pytest.raises(RegionError, match=message) as refused:
         decode_region(mutate(golden))  # type: ignore[operator]
     assert refused.value.kind == kind
+
+
+def test_a_file_one_byte_past_the_struct_as_libvgpu_makes_it_decodes_the_same(
+    golden: bytes,
+) -> None:
+    """The library's own file is the struct plus one byte: it decodes as the struct alone."""
+    assert decode_region(golden + b"\0") == decode_region(golden)
+
+
+def test_the_region_command_reads_a_file_as_libvgpu_makes_it(golden: bytes, tmp_path: Path) -> None:
+    """gpushare-dra region decodes the struct-plus-one-byte file and refuses one byte more."""
+    made = tmp_path / "gpu.cache"
+    made.write_bytes(golden + b"\0")
+    assert read_region_file(made) == decode_region(golden)
+    made.write_bytes(golden + b"\0\0")
+    with pytest.raises(RegionError, match="2008954 bytes"):
+        read_region_file(made)
 
 
 def test_the_monitor_fields_end_where_the_struct_ends() -> None:

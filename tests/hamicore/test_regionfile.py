@@ -41,6 +41,54 @@ def test_the_golden_region_reads_as_the_monitor_needs_it(golden: Path) -> None:
     )  # fmt: skip
 
 
+def test_a_file_as_libvgpu_makes_it_is_read_and_written(golden: Path) -> None:
+    """The library's file, the struct plus one byte, is served like the struct alone."""
+    golden.write_bytes(golden.read_bytes() + b"\0")
+    region = RegionFile.open(golden)
+    try:
+        read = region.read()
+        region.write(-1, 0)
+    finally:
+        region.close()
+    assert read.processes == 3
+    assert [c.sm_util for c in read.cards] == [10 + 20 + 30, 11 + 21 + 31]
+    after = golden.read_bytes()
+    assert len(after) == V1_2.size + 1
+    assert INT32.unpack_from(after, V1_2.recent_kernel)[0] == -1
+
+
+def test_the_slot_of_a_process_that_exited_counts_for_nothing(golden: Path) -> None:
+    """A slot whose pid the library zeroed at exit keeps its figures; they are not summed."""
+    data = bytearray(golden.read_bytes())
+    INT32.pack_into(data, V1_2.slot(0) + V1_2.slot_pid, 0)  # as the library leaves it
+    INT32.pack_into(data, V1_2.slot(0) + V1_2.slot_status, 0)
+    golden.write_bytes(bytes(data))
+    region = RegionFile.open(golden)
+    try:
+        read = region.read()
+    finally:
+        region.close()
+    assert [c.memory_used for c in read.cards] == [
+        2768240640 + 4152360960,
+        4865392640 + 7298088960,
+    ]
+    assert [c.sm_util for c in read.cards] == [20 + 30, 21 + 31]
+
+
+def test_a_region_whose_processes_all_exited_shows_no_use(golden: Path) -> None:
+    """Every pid zeroed, nobody compacting the slots: no memory and no SM use, so not busy."""
+    data = bytearray(golden.read_bytes())
+    for index in range(3):
+        INT32.pack_into(data, V1_2.slot(index) + V1_2.slot_pid, 0)
+    golden.write_bytes(bytes(data))
+    region = RegionFile.open(golden)
+    try:
+        read = region.read()
+    finally:
+        region.close()
+    assert [(c.memory_used, c.sm_util) for c in read.cards] == [(0, 0), (0, 0)]
+
+
 def test_a_write_changes_the_two_monitor_fields_and_nothing_else(golden: Path) -> None:
     """recent_kernel and utilization_switch change in place; every other byte stays."""
     before = golden.read_bytes()
@@ -90,7 +138,7 @@ def test_a_hard_link_is_refused(golden: Path, tmp_path: Path) -> None:
         RegionFile.open(golden)
 
 
-@pytest.mark.parametrize("size", [0, 100, V1_2.size - 1, V1_2.size + 4096])
+@pytest.mark.parametrize("size", [0, 100, V1_2.size - 1, V1_2.size + 2, V1_2.size + 4096])
 def test_a_file_of_the_wrong_size_is_never_written(golden: Path, size: int) -> None:
     """Truncated or padded: read refuses it, and write refuses to touch it."""
     data = golden.read_bytes()
