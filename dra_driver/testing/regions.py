@@ -16,7 +16,17 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from dra_driver.hamicore.layout import HEADER, INT32, INT64, MAGIC, UINT64, UUID_BYTES, V1_2
+from dra_driver.hamicore.layout import (
+    EXITED_PID,
+    FILE_TAIL,
+    HEADER,
+    INT32,
+    INT64,
+    MAGIC,
+    UINT64,
+    UUID_BYTES,
+    V1_2,
+)
 
 _LAYOUT = V1_2
 _ACTIVE = 2
@@ -54,7 +64,8 @@ class FakeTask:
         self.cards = len(uuids)
         self.sm_limits = tuple(sm_limits)
         self.policy = policy
-        data = bytearray(_LAYOUT.size)
+        # The library sizes its file by writing one byte past the struct: it is that much longer.
+        data = bytearray(_LAYOUT.size + FILE_TAIL)
         HEADER.pack_into(data, 0, MAGIC, *_LAYOUT.version, 1)
         UINT64.pack_into(data, _LAYOUT.device_num, len(uuids))
         for index, uuid in enumerate(uuids):
@@ -95,6 +106,16 @@ class FakeTask:
                 util = base + _LAYOUT.slot_device_util + card * _LAYOUT.util_size
                 self._write(util + _LAYOUT.util_sm, UINT64.pack(process.sm_util[card]))
         self._write(_LAYOUT.proc_num, INT32.pack(len(processes)))
+
+    def exit(self, index: int) -> None:
+        """End the process in slot ``index`` as the library does.
+
+        Its pid and status go to 0; its last memory and SM figures stay, and ``proc_num`` is
+        unchanged (the slot is only compacted away when another process takes the lock).
+        """
+        base = _LAYOUT.slot(index)
+        self._write(base + _LAYOUT.slot_pid, INT32.pack(EXITED_PID))
+        self._write(base + _LAYOUT.slot_status, INT32.pack(0))
 
     def rate_limited(self, card: int = 0) -> bool:
         """Whether a launch on ``card`` goes through the library's rate limiter now."""

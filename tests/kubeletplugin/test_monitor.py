@@ -98,6 +98,22 @@ def test_offline_work_is_suspended_at_the_next_pass_and_resumed_when_online_idle
     assert offline.launch()
 
 
+def test_offline_work_resumes_once_the_online_tasks_processes_exited(node: Node) -> None:
+    """An online task whose process exited keeps its last SM figure, yet counts as idle."""
+    node.claim("on", "online")
+    node.claim("off", "offline")
+    online, offline = node.task("on"), node.task("off", priority=1)
+    monitor = node.monitor()
+    report_sm_use(online, 30)
+    offline.launch()
+    monitor.tick()
+    assert offline.suspended
+    online.exit(0)  # its slot keeps sm_util 30 and proc_num stays 1
+    monitor.tick()
+    assert not offline.suspended
+    assert offline.launch()
+
+
 def test_a_bursting_task_no_longer_marks_its_launches_yet_counts_as_busy(node: Node) -> None:
     """Lone online work bursts, so its launches go unmarked; its SM use alone holds offline."""
     node.claim("on", "online")
