@@ -5,14 +5,14 @@ is fast; the writes are what take time, and they are few per pod). A pod is reco
 whenever something it could be waiting for changes: its claims, slices, classes, nodes, or
 any claim's allocation (freed capacity).
 
-A pod goes through two passes. The first decides and writes ``status.allocation``: the
-allocation is *tentative*. The second runs once the claim watch shows those writes, and so
-every claim write the API server took before them: if none of their cards is over-committed,
-our finalizer *commits* each claim, and only then is the gate removed. Anyone who did not see
-our decision (a second replica without leader election, kube-scheduler) and wrote a colliding
-allocation either wrote before ours, and our check sees it, or after, and its check sees
-ours; whoever sees a collision clears its tentative claims and decides again. Commit and
-roll-back are both guarded by the claim's resourceVersion, so a claim is never both.
+A pod goes through two passes. The first decides and writes ``status.allocation``. The
+second runs once the claim watch shows those writes, and so every claim write the API server
+took before them: if none of their cards is over-committed, the claims are committed, and
+only then is the gate removed. Anyone who did not see our decision (a second replica without
+leader election, kube-scheduler) and wrote a colliding allocation either wrote before ours,
+and our check sees it, or after, and its check sees ours; whoever sees a collision clears
+its unchecked claims and decides again. What marks a claim checked, and so never cleared,
+depends on leader election (:mod:`dra_driver.controller.commits`).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from dra_driver.api import Backend, DriverNames
+from dra_driver.controller.commits import Commits
 from dra_driver.controller.engine import (
     Placed,
     Policy,
@@ -56,6 +57,8 @@ log = get_logger(__name__)
 _UNPLACEABLE_RETRY_SECONDS: Final = 5.0
 # A template's claim echo requeues its pod at once; a named claim's is found by this poll.
 _ECHO_POLL_SECONDS: Final = 0.1
+# A leader whose Lease renewal is late writes nothing until it is renewed (or lost).
+_LEASE_POLL_SECONDS: Final = 0.5
 # Two deciders that both saw a collision both back off; a random pause breaks the tie.
 _COLLISION_BACKOFF_SECONDS: Final = 0.5
 
@@ -75,6 +78,8 @@ class Allocator:
         default_backend: Backend = Backend.HAMI_CORE,
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
+        elected: bool = False,
+        alone: Callable[[], bool] = lambda: False,
     ) -> None:
         self._names = names
         self._default_backend = default_backend
@@ -84,6 +89,7 @@ class Allocator:
         self._metrics = metrics
         self._policy = policy
         self._clock = clock
+        self._commits = Commits(names, writer, elected=elected, alone=alone, in_use=self._in_use)
         # Jitter, not secrecy: any generator breaks the tie.
         self._rng = rng or random.Random()  # noqa: S311
         self._last_reason: dict[str, str] = {}
@@ -141,6 +147,8 @@ class Allocator:
         return claims
 
     def _allocate(self, pod: Object, claims: list[Object]) -> None:
+        if not self._commits.may_write():
+            raise Requeue(_LEASE_POLL_SECONDS, "waiting for the leader Lease to be renewed")
         classes = self._view.snapshot().classes
         missing = sorted({name for c in claims for name in class_names(c)} - set(classes))
         if missing:
@@ -207,8 +215,13 @@ class Allocator:
                 # that allocation unchecked.
                 claim = self._writer.remove_finalizer(claim)
                 self._view.assume(claim, in_place=True)
-            written = self._writer.write_allocation(claim, allocation.status(rfc3339()))
-            self._view.assume(written, in_place=True)
+            key = object_key(claim)
+            self._view.writing.add(key)  # the releaser must not act on half of the writes
+            try:
+                written = self._commits.write(claim, allocation.status(rfc3339()))
+                self._view.assume(written, in_place=True)
+            finally:
+                self._view.writing.discard(key)
             shares = ", ".join(
                 f"{r['request']} -> {r['device']} ({_consumed(r)})" for r in allocation.results
             )
@@ -223,22 +236,31 @@ class Allocator:
         log.info("allocation.allocated", node=decision.node, claims=len(decision.claims))
 
     def _commit(self, pod: Object, ours: list[Object]) -> None:
-        """Commit the pod's tentative claims, or clear them if they collide with others'.
+        """Check the pod's unchecked claims and commit them, or clear them if they collide.
 
         Returns once every claim is committed; raises :class:`Requeue` while the watch has not
-        shown the tentative writes yet, and after clearing colliding ones.
+        shown our writes yet, and after clearing colliding ones.
         """
-        tentative = [c for c in ours if self._tentative(c)]
-        if not tentative:
+        unchecked = self._commits.unchecked(ours)
+        if not unchecked:
             return
-        if not self._view.has_seen(tentative):
+        if not self._view.has_seen(unchecked):
             raise Requeue(_ECHO_POLL_SECONDS, "waiting for the claim watch to show our writes")
-        collisions = self._view.snapshot().overcommitted(tentative)
+        collisions = self._view.snapshot().overcommitted(unchecked)
         if collisions:
-            self._collided(pod, tentative, collisions)
-        for claim in tentative:
-            self._view.assume(self._writer.add_finalizer(claim), in_place=True)
-        log.info("allocation.committed", claims=len(tentative))
+            self._collided(pod, unchecked, collisions)
+        for claim in self._commits.checked(unchecked):
+            self._view.assume(claim, in_place=True)
+        log.info("allocation.committed", claims=len(unchecked))
+
+    def _in_use(self, claim: Object) -> bool:
+        """Whether a pod may run on the claim already: it is reserved, or a pod is ungated."""
+        if (claim.get("status") or {}).get("reservedFor"):
+            return True
+        gate = self._names.scheduling_gate
+        return any(
+            not objects.has_scheduling_gate(pod, gate) for pod in self._view.pods_using(claim)
+        )
 
     def _hold_if_in_use(self, pod: Object, ours: list[Object], classes: dict[str, Object]) -> None:
         """Keep the gate while another pod uses a claim that serves one pod at a time."""
@@ -256,16 +278,11 @@ class Allocator:
             self._refuse(pod, reason, event="ClaimInUse")
             raise Requeue(_UNPLACEABLE_RETRY_SECONDS, "a claim of the pod is in use by another")
 
-    def _tentative(self, claim: Object) -> bool:
-        """Allocated by us and not committed yet: no finalizer of ours nor kube-scheduler's."""
-        finalizers = claim["metadata"].get("finalizers") or []
-        return bool((claim.get("status") or {}).get("allocation")) and not (
-            self._names.finalizer in finalizers or SCHEDULER_FINALIZER in finalizers
-        )
-
-    def _collided(self, pod: Object, tentative: list[Object], collisions: list[str]) -> None:
-        for claim in tentative:
-            self._view.assume(self._writer.clear_allocation(claim), in_place=True)
+    def _collided(self, pod: Object, unchecked: list[Object], collisions: list[str]) -> None:
+        for claim in unchecked:
+            cleared = self._writer.clear_allocation(claim)
+            # A leader's claim got our finalizer with its allocation; it protects nothing now.
+            self._view.assume(self._writer.remove_finalizer(cleared), in_place=True)
         self._metrics.allocations.labels("collided").inc()
         reason = "; ".join(collisions)
         self._events.record(
@@ -322,7 +339,8 @@ class Allocator:
                 and not status.get("reservedFor")
                 and SCHEDULER_FINALIZER not in finalizers
             ):
-                self._view.assume(self._writer.clear_allocation(claim))
+                cleared = self._writer.clear_allocation(claim)
+                self._view.assume(self._writer.remove_finalizer(cleared))
                 log.info("allocation.rolled_back", claim=claim["metadata"]["name"])
                 released = True
         return released

@@ -82,6 +82,8 @@ class Controller:
             metrics=self.metrics,
             policy=policy_of(settings),
             default_backend=default_backend,
+            elected=settings.leader_elect,
+            alone=lambda: self._elector is not None and self._elector.holds_firmly(),
         )
         releaser = Releaser(names, self.view, writer, self.metrics)
         stall_limit = timeouts_of(api_client).calls(_PASS_CALLS)

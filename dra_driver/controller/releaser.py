@@ -11,13 +11,14 @@ pass.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from dra_driver.api import DriverNames
 from dra_driver.controller.metrics import ControllerMetrics
 from dra_driver.controller.view import ClusterView, pods_referring
 from dra_driver.controller.writes import ClaimWriter
 from dra_driver.k8s import objects
+from dra_driver.k8s.reconcile import Requeue
 from dra_driver.logging import bound, get_logger
 from dra_driver.structured.configshares import SCHEDULER_FINALIZER
 
@@ -25,6 +26,9 @@ Object = dict[str, Any]
 ClaimKey = tuple[str, str]
 
 log = get_logger(__name__)
+
+_WRITING_POLL_SECONDS: Final = 0.05
+"""How soon to look again at a claim the allocator is writing (a request's time)."""
 
 
 class Releaser:
@@ -47,6 +51,10 @@ class Releaser:
         claim = self._view.claim(*key)
         if claim is None:
             return
+        if key in self._view.writing:
+            # A leader's allocation and finalizer travel as two patches: the watch can show
+            # the finalizer without the allocation, which is no stray finalizer.
+            raise Requeue(_WRITING_POLL_SECONDS, "the allocator is writing the claim")
         finalizers = claim["metadata"].get("finalizers") or []
         status = claim.get("status") or {}
         committed = self._names.finalizer in finalizers

@@ -29,18 +29,7 @@ from dra_driver.k8s.podfit import NodeUsage, demand
 Object = dict[str, Any]
 Listener = Callable[[str, EventType, Object], None]
 """Called with the informer name ("pods", "claims", "slices", "classes", "nodes")."""
-
-
-def _version(obj: Object | None) -> int:
-    return _number(((obj or {}).get("metadata") or {}).get("resourceVersion"))
-
-
-def _number(version: object) -> int:
-    """Read a resourceVersion as a number, as kube-scheduler's assume cache does (0 if not)."""
-    try:
-        return int(str(version or 0))
-    except ValueError:
-        return 0
+_version = objects.resource_version_number
 
 
 class ClusterView(InformerGroup):
@@ -67,6 +56,8 @@ class ClusterView(InformerGroup):
         """Claims changed since the snapshot last caught up, with every UID seen per name."""
         self.usage = NodeUsage()
         """What the pods bound to each node request, for the pod's own fit on a node."""
+        self.writing: set[tuple[str, str]] = set()
+        """Claims the allocator has writes in flight for: the watch may show them half done."""
 
         def informer(
             name: str,
@@ -146,7 +137,7 @@ class ClusterView(InformerGroup):
         version, every claim write the API server took before that one is in the cache and
         pending for the snapshot, whoever made it.
         """
-        seen = _number(self.claims.resource_version)
+        seen = objects.version_number(self.claims.resource_version)
         return all(_version(claim) <= seen for claim in claims)
 
     def assume(self, written: Object, *, in_place: bool = False) -> None:

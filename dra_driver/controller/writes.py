@@ -1,18 +1,21 @@
-"""Every write the controller makes, each guarded by optimistic concurrency, and its live reads.
+"""Every write the controller makes, each guarded against a stale decision, and its live reads.
 
-Each write sends the ``resourceVersion`` it was computed from, so a stale decision fails
+Most writes send the ``resourceVersion`` they were computed from, so a stale decision fails
 with a conflict instead of overwriting someone else's change; the caller re-reads and decides
 again. The order of a claim's writes makes every crash point safe:
 
-- allocate: ``status.allocation`` first (tentative), then, once checked against what others
-  wrote meanwhile, our finalizer (committed), then the pod's gate. A crash before the
-  finalizer leaves a tentative claim whose pod is still gated: no pod can run on it, and the
-  next pass checks and commits it, or clears it;
+- allocate, without leader election: ``status.allocation`` first (tentative), then, once
+  checked against what others wrote meanwhile, our finalizer (committed), then the pod's
+  gate. A crash before the finalizer leaves a tentative claim whose pod is still gated: no
+  pod can run on it, and the next pass checks and commits it, or clears it;
+- allocate, as the leader: ``status.allocation`` and our finalizer together, two patches
+  that cannot conflict with each other (:meth:`ClaimWriter.allocate_protected`), then, once
+  checked, the gate. A crash before the gate leaves a gated pod, which the next leader checks
+  again before it ungates it;
 - release: clear ``status.allocation`` first, then the finalizer — a finalizer without an
   allocation is harmless and removed on the next pass.
 
-The finalizer comes second because it is what marks the allocation checked (see
-:mod:`dra_driver.controller.allocator`).
+What marks an allocation checked is in :mod:`dra_driver.controller.commits`.
 
 A write can fail after the API server stored it: a timeout, a connection that broke while the
 answer was on its way, a 500. Counting such a write as not done could give its capacity away
@@ -22,6 +25,8 @@ back, and if it already shows what the write asked for, the write counts as done
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextvars
 import copy
 from collections.abc import Callable
 from typing import Any, Final
@@ -57,6 +62,11 @@ def _devices(allocation: Object | None) -> list[tuple[object, ...]]:
     ]
 
 
+def allocation_key(allocation: Object | None) -> str:
+    """Identify an allocation by its devices, shares and time: a new one never matches."""
+    return repr(_devices(allocation))
+
+
 def _allocation(claim: Object) -> Object | None:
     allocation: Object | None = (claim.get("status") or {}).get("allocation")
     return allocation
@@ -69,6 +79,8 @@ class ClaimWriter:
         self._resource = client.ResourceV1Api(api_client)
         self._core = client.CoreV1Api(api_client)
         self._finalizer = finalizer
+        # One request beside the caller's: the finalizer travels with the allocation.
+        self._beside = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="commit")
 
     def add_finalizer(self, claim: Object) -> Object:
         """Return the claim with our finalizer, adding it if missing."""
@@ -83,6 +95,67 @@ class ClaimWriter:
         if self._finalizer not in finalizers:
             return claim
         return self._replace(claim, [f for f in finalizers if f != self._finalizer], present=False)
+
+    def allocate_protected(self, claim: Object, allocation: Object) -> Object:
+        """Set ``status.allocation`` and our finalizer at once: two patches in flight together.
+
+        For a writer that is alone (see :mod:`dra_driver.controller.allocator`): here the
+        finalizer protects the claim from deletion and marks it ours, not checked. Neither
+        patch carries a resourceVersion, so they cannot conflict with each other; both name the
+        claim's UID, which is immutable, so neither lands on a claim created again under the
+        name; and an allocation is immutable once set, so the status patch cannot replace
+        someone else's. Returns the claim as stored after both, or raises the first error
+        once both are done.
+        """
+        run = contextvars.copy_context().run
+        protected = self._beside.submit(run, self._merge_finalizer, claim)
+        try:
+            allocated = self._merge_allocation(claim, allocation)
+        finally:
+            # Waited for either way: the next decision must not start with a write in flight.
+            concurrent.futures.wait([protected])
+        stored = protected.result()
+        # Each answer shows the claim after its own patch; the later one shows both.
+        return max(allocated, stored, key=objects.resource_version_number)
+
+    def _merge_finalizer(self, claim: Object) -> Object:
+        """Add our finalizer by a strategic merge patch, which no status write conflicts with.
+
+        It travels beside the status patch, which a whole-claim update at the cached
+        resourceVersion would conflict with.
+        """
+        if self._finalizer in (claim["metadata"].get("finalizers") or []):
+            return claim
+        namespace, name = object_key(claim)
+        patch = {"metadata": {"uid": objects.uid(claim), "finalizers": [self._finalizer]}}
+        return self._confirmed(
+            claim,
+            lambda: raw.call(
+                self._resource.patch_namespaced_resource_claim,
+                name,
+                namespace,
+                patch,
+                _content_type=raw.STRATEGIC_MERGE_PATCH,
+            ),
+            lambda current: self._finalizer in (current["metadata"].get("finalizers") or []),
+        )
+
+    def _merge_allocation(self, claim: Object, allocation: Object) -> Object:
+        """Set ``status.allocation`` by a strategic merge patch of the status (see above)."""
+        namespace, name = object_key(claim)
+        patch = {"metadata": {"uid": objects.uid(claim)}, "status": {"allocation": allocation}}
+        wanted = _devices(allocation)
+        return self._confirmed(
+            claim,
+            lambda: raw.call(
+                self._resource.patch_namespaced_resource_claim_status,
+                name,
+                namespace,
+                patch,
+                _content_type=raw.STRATEGIC_MERGE_PATCH,
+            ),
+            lambda current: _devices(_allocation(current)) == wanted,
+        )
 
     def _replace(self, claim: Object, finalizers: list[str], *, present: bool) -> Object:
         body = copy.deepcopy(claim)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -87,7 +88,11 @@ class _GuardedLeaseLock(LeaseLock):
     """
 
     def __init__(
-        self, api: _TimedLeaseApi, settings: LeaderElectionSettings, stopping: threading.Event
+        self,
+        api: _TimedLeaseApi,
+        settings: LeaderElectionSettings,
+        stopping: threading.Event,
+        clock: Callable[[], float],
     ) -> None:
         # Not super().__init__(): it builds a CoordinationV1Api from the process-wide default
         # configuration, whose constructor resets the global urllib3 logger level. These are
@@ -98,6 +103,9 @@ class _GuardedLeaseLock(LeaseLock):
         self.identity = settings.identity
         self.lease_reference = None
         self._stopping = stopping
+        self._clock = clock
+        self.held_at: float | None = None
+        """When the last write that took or renewed the Lease was sent (``clock`` seconds)."""
 
     def _attempt(self, call: Callable[..., Any], *args: object) -> Any:  # noqa: ANN401
         """Run one call of the official lock; return a transport failure as an ApiError."""
@@ -119,10 +127,18 @@ class _GuardedLeaseLock(LeaseLock):
         return bool(found), record
 
     def create(self, name: str, namespace: str, election_record: object) -> bool:
-        return self._attempt(LeaseLock.create, name, namespace, election_record) is True
+        return self._held(LeaseLock.create, name, namespace, election_record)
 
     def update(self, name: str, namespace: str, updated_record: object) -> bool:
-        return self._attempt(LeaseLock.update, name, namespace, updated_record) is True
+        return self._held(LeaseLock.update, name, namespace, updated_record)
+
+    def _held(self, call: Callable[..., Any], *args: object) -> bool:
+        """Write our record; on success note when it was sent (the Lease runs from no earlier)."""
+        sent = self._clock()
+        held = self._attempt(call, *args) is True
+        if held:
+            self.held_at = sent
+        return held
 
 
 class LeaderElector:
@@ -140,8 +156,10 @@ class LeaderElector:
         *,
         on_started_leading: Callable[[], None],
         on_stopped_leading: Callable[[], None],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._settings = settings
+        self._clock = clock
         self._log = log.bind(lease=settings.lease_name, identity=settings.identity)
         self._on_started, self._on_stopped = on_started_leading, on_stopped_leading
         self._timeout = settings.renew_deadline / 2  # per request, as kube-controller-manager's
@@ -151,7 +169,7 @@ class LeaderElector:
         self._leading = self._term_over = False
         self._thread: threading.Thread | None = None
         self._callback_thread: threading.Thread | None = None  # where on_started_leading ran
-        lock = _GuardedLeaseLock(self._api, settings, self._stopping)
+        self._lease_lock = lock = _GuardedLeaseLock(self._api, settings, self._stopping, clock)
         config = Config(  # type: ignore[no-untyped-call]  # the official package is untyped
             lock, settings.lease_duration, settings.renew_deadline, settings.retry_period,
             self._started, functools.partial(self._end_term, "lost"),
@@ -162,6 +180,24 @@ class LeaderElector:
     def is_leader(self) -> bool:
         """Whether this elector holds the Lease now (as far as it knows)."""
         return self._leading
+
+    def holds_firmly(self) -> bool:
+        """Whether no other replica can lead before our writes sent now have landed.
+
+        A rival takes the Lease only ``lease_duration`` after it last saw us renew, and we
+        quit ``renew_deadline`` after our last renewal at the latest. A write sent within
+        ``lease_duration - renew_deadline`` of a renewal therefore has at least
+        ``renew_deadline`` (10 s by default) to land before anyone else can decide: the
+        assumption every leader-elected Kubernetes controller makes about requests in flight.
+        """
+        held_at = self._lease_lock.held_at
+        margin = self._settings.lease_duration - self._settings.renew_deadline
+        return (
+            self._leading
+            and not self._stopping.is_set()
+            and held_at is not None
+            and self._clock() - held_at < margin
+        )
 
     def start(self) -> None:
         """Start campaigning in a daemon thread; return at once."""

@@ -17,6 +17,19 @@ def uid(obj: Object) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "")
 
 
+def version_number(version: object) -> int:
+    """Read a resourceVersion as a number, as kube-scheduler's assume cache does (0 if not)."""
+    try:
+        return int(str(version or 0))
+    except ValueError:
+        return 0
+
+
+def resource_version_number(obj: Object | None) -> int:
+    """Return metadata.resourceVersion as a number (see :func:`version_number`)."""
+    return version_number(((obj or {}).get("metadata") or {}).get("resourceVersion"))
+
+
 def is_deleting(obj: Object) -> bool:
     """Whether deletion has started (a deletionTimestamp is set)."""
     return bool((obj.get("metadata") or {}).get("deletionTimestamp"))

@@ -60,3 +60,7 @@ JSON_PATCH = "application/json-patch+json"
 
 MERGE_PATCH = "application/merge-patch+json"
 """Content type for an RFC 7386 merge patch: lists in the patch replace lists in the object."""
+
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+"""Content type for Kubernetes' strategic merge patch: lists merge by each field's strategy
+(``metadata.finalizers`` gains the patch's entries and keeps the others)."""

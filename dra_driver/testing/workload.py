@@ -337,11 +337,21 @@ def cpu_seconds(pid: int) -> float:
 
 
 def start_leading_controller(
-    cluster: FakeCluster, names: DriverNames, metrics_port: int = -1, timeout: float = 60.0
+    cluster: FakeCluster,
+    names: DriverNames,
+    metrics_port: int = -1,
+    timeout: float = 60.0,
+    *,
+    elect: bool = False,
 ) -> ComponentProcess:
-    """Start ``gpushare-dra controller`` without leader election; return once it leads."""
+    """Start ``gpushare-dra controller``; return once it leads.
+
+    ``elect``: campaign for the Lease (in ``default``) as the chart deploys it; else the
+    controller runs without leader election.
+    """
+    election = ["--leader-election-namespace", "default"] if elect else ["--no-leader-elect"]
     controller = start_controller(
-        cluster, names=names, args=["--no-leader-elect", "--metrics-port", str(metrics_port)]
+        cluster, names=names, args=[*election, "--metrics-port", str(metrics_port)]
     )
     controller.wait_ready(timeout)
     deadline = time.monotonic() + timeout

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 from controller.kit import NAMES, slices_of
@@ -22,7 +23,7 @@ from dra_driver.controller.engine import Policy
 from dra_driver.controller.metrics import ControllerMetrics
 from dra_driver.controller.releaser import Releaser
 from dra_driver.controller.view import ClusterView
-from dra_driver.k8s.errors import ConflictError
+from dra_driver.k8s.errors import ConflictError, InvalidError
 from dra_driver.k8s.informer import object_key
 from dra_driver.k8s.reconcile import Requeue
 from dra_driver.nvml.inventory import NodeInventory
@@ -104,6 +105,21 @@ class Server:
         current.setdefault("status", {})["allocation"] = allocation
         return self.put("claims", current, deliver=False)
 
+    def allocate_protected(self, claim: Object, allocation: Object) -> Object:
+        """ClaimWriter.allocate_protected: two patches, no resourceVersion, UID and set-once."""
+        current = copy.deepcopy(self.objs[("claims", *object_key(claim))])
+        if current["metadata"].get("uid") != claim["metadata"].get("uid"):
+            raise InvalidError("metadata.uid: field is immutable")
+        if (current.get("status") or {}).get("allocation") not in (None, allocation):
+            raise InvalidError("status.allocation: field is immutable")
+        current.setdefault("status", {})["allocation"] = allocation
+        self.put("claims", current, deliver=False)
+        finalizers = list(current["metadata"].get("finalizers") or [])
+        if self.finalizer not in finalizers:
+            current["metadata"]["finalizers"] = [*finalizers, self.finalizer]
+            return self.put("claims", current, deliver=False)
+        return copy.deepcopy(self.objs[("claims", *object_key(claim))])
+
     def clear_allocation(self, claim: Object) -> Object:
         """ClaimWriter.clear_allocation."""
         current = self._current("claims", claim)
@@ -153,13 +169,17 @@ class Server:
 
 
 def make(
-    *nodes: NodeInventory, default_backend: Backend = Backend.NONE, shared: bool = True
+    *nodes: NodeInventory,
+    default_backend: Backend = Backend.NONE,
+    shared: bool = True,
+    alone: Callable[[], bool] | None = None,
 ) -> tuple[ClusterView, Server, Allocator, Releaser, Events]:
     """Build a view over hand-fed caches, a Server, and the controller's two reconcilers.
 
     The plugins' default backend is ``none`` unless given: pods share claims here to race the
     allocation and release protocol, which a hami-core claim would serve one pod at a time.
-    ``shared=False`` publishes whole-only cards (no consumable capacity).
+    ``shared=False`` publishes whole-only cards (no consumable capacity). With ``alone`` the
+    allocator is a leader (leader election on) whose Lease is firm while ``alone()`` holds.
     """
     view = ClusterView(client.ApiClient(), NAMES, lambda *_: None)
     for informer in view.informers:
@@ -181,6 +201,8 @@ def make(
         metrics=metrics,
         policy=Policy(),  # type: ignore[arg-type]
         default_backend=default_backend,
+        elected=alone is not None,
+        alone=alone or (lambda: False),
     )
     releaser = Releaser(NAMES, view, server, metrics)  # type: ignore[arg-type]
     return view, server, allocator, releaser, events

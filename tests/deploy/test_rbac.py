@@ -39,6 +39,7 @@ CALLS: dict[str, frozenset[Permission]] = {
     ),
     # The controller's writes, in controller/writes.py.
     "replace_namespaced_resource_claim": frozenset({(RESOURCE, "resourceclaims", "update")}),
+    "patch_namespaced_resource_claim": frozenset({(RESOURCE, "resourceclaims", "patch")}),
     "read_namespaced_resource_claim": frozenset({(RESOURCE, "resourceclaims", "get")}),
     # Status writes need resourceclaims/binding too from 1.36, where the
     # DRAResourceClaimGranularStatusAuthorization gate is beta and on.
@@ -46,6 +47,12 @@ CALLS: dict[str, frozenset[Permission]] = {
         {
             (RESOURCE, "resourceclaims/status", "update"),
             (RESOURCE, "resourceclaims/binding", "update"),
+        }
+    ),
+    "patch_namespaced_resource_claim_status": frozenset(
+        {
+            (RESOURCE, "resourceclaims/status", "patch"),
+            (RESOURCE, "resourceclaims/binding", "patch"),
         }
     ),
     "patch_namespaced_pod": frozenset({(CORE, "pods", "patch")}),

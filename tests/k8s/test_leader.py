@@ -269,3 +269,31 @@ def test_empty_identity_and_fractional_seconds_are_refused() -> None:
         LeaderElectionSettings(LEASE, NAMESPACE, "")
     with pytest.raises(TypeError, match="retry_period"):
         LeaderElectionSettings(LEASE, NAMESPACE, "replica-a", retry_period=1.5)  # type: ignore[arg-type]
+
+
+def test_the_lease_is_held_firmly_only_while_renewals_are_recent(server: FakeApiServer) -> None:
+    """holds_firmly: true after a renewal, false once lease_duration - renew_deadline passed."""
+    now = [1000.0]
+    with server.api_client() as api_client:
+        elector = LeaderElector(
+            api_client,
+            LeaderElectionSettings(LEASE, NAMESPACE, "replica-a", 5, 2, 1),
+            on_started_leading=lambda: None,
+            on_stopped_leading=lambda: None,
+            clock=lambda: now[0],
+        )
+        assert not elector.holds_firmly()  # not even campaigning yet
+        elector.start()
+        try:
+            assert eventually(lambda: elector.is_leader, timeout=5)
+            assert elector.holds_firmly()
+            renewals = server.faults.inject(verb="update", resource="leases", status=503)
+            now[0] += 2.9  # the margin is 5 - 2 = 3 seconds
+            assert elector.holds_firmly()
+            now[0] += 0.2
+            assert not elector.holds_firmly()
+            server.faults.remove(renewals)
+            assert eventually(elector.holds_firmly, timeout=5)  # the next renewal counts
+        finally:
+            elector.stop()
+        assert not elector.holds_firmly()

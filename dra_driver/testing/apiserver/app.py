@@ -10,7 +10,7 @@ import traceback
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from dra_driver.testing.apiserver import binding, discovery, errors, patch
 from dra_driver.testing.apiserver.deletes import Deleter
@@ -28,14 +28,20 @@ _DUMPS: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).enco
 BOOTSTRAP_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
-class LoggedRequest(NamedTuple):
-    """One request as served: when (monotonic seconds), by whom, what, on which object."""
+@dataclass
+class LoggedRequest:
+    """One request as served: when it came and was answered, by whom, what, on which object.
+
+    Times are monotonic seconds; ``done`` stays ``None`` for a watch, and for a request that
+    was never answered.
+    """
 
     at: float
     agent: str
     verb: str
     resource: str
     name: str
+    done: float | None = None
 
 
 @dataclass
@@ -130,16 +136,20 @@ class ApiApp:
         for name in BOOTSTRAP_NAMESPACES:
             self.writer.create(namespaces, "", {"metadata": {"name": name}})
 
-    def count(self, info: RequestInfo, user_agent: str) -> None:
-        """Record one request by (verb, resource), by User-Agent, and both; log it if asked."""
+    def count(self, info: RequestInfo, user_agent: str) -> LoggedRequest | None:
+        """Record one request by (verb, resource), by User-Agent, and both; log it if asked.
+
+        Returns the log's entry, for the caller to note when the request was answered.
+        """
         with self._count_lock:
             self.requests[(info.verb, info.resource)] += 1
             self.requests_by_agent[user_agent] += 1
             self.requests_by_agent_verb[(user_agent, info.verb, info.resource)] += 1
-            if self.request_log is not None:
-                self.request_log.append(
-                    LoggedRequest(time.monotonic(), user_agent, info.verb, info.resource, info.name)
-                )
+            if self.request_log is None:
+                return None
+            entry = LoggedRequest(time.monotonic(), user_agent, info.verb, info.resource, info.name)
+            self.request_log.append(entry)
+            return entry
 
     def execute(self, info: RequestInfo, raw: bytes, content_type: str) -> Response:
         """Run one non-watch request; API errors become Status responses."""

@@ -1,6 +1,9 @@
 """What Go's decode/encode round trip does to a stored object, guided by the schemas.
 
 * quantities are rewritten to their canonical form (``"1000"`` → ``"1k"``);
+* times (``metav1.Time``) are rewritten as RFC 3339 in UTC to the second
+  (``"2026-01-01T01:00:00+01:00"`` → ``"2026-01-01T00:00:00Z"``): Go parses any offset and
+  writes one form, so two spellings of one instant are the same stored value;
 * empty optional lists and maps disappear (``omitempty``): a patch that removes the last
   finalizer or ``reservedFor`` entry leaves no ``[]`` behind, as on a real server.
 
@@ -9,12 +12,14 @@ Opaque ``RawExtension`` values (``opaque.parameters``) are left exactly as sent.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Final
 
 from dra_driver.testing.apiserver.quantity import QuantityError, canonical
 from dra_driver.testing.apiserver.schemas import JSON, SchemaSet
 
 _QUANTITY_REF: Final = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+_TIME_REF: Final = "io.k8s.apimachinery.pkg.apis.meta.v1.Time"
 
 
 class Normalizer:
@@ -30,9 +35,9 @@ class Normalizer:
         return problems
 
     @staticmethod
-    def _is_quantity(node: JSON) -> bool:
+    def _refers(node: JSON, name: str) -> bool:
         ref = node.get("$ref")
-        return isinstance(ref, str) and ref.endswith(_QUANTITY_REF)
+        return isinstance(ref, str) and ref.endswith(name)
 
     def _walk(self, node: object, schema: JSON, path: str, problems: list[str]) -> None:
         resolved = self.schemas.resolve(schema)
@@ -67,8 +72,10 @@ class Normalizer:
         return self.schemas.is_map(schema)
 
     def _visit(self, item: object, schema: JSON, path: str, problems: list[str]) -> str | None:
-        """Return the canonical form of a quantity ``item``; recurse into anything else."""
-        if not self._is_quantity(schema):
+        """Return the canonical form of a quantity or time ``item``; recurse into the rest."""
+        if self._refers(schema, _TIME_REF):
+            return _time(item, path, problems)
+        if not self._refers(schema, _QUANTITY_REF):
             if isinstance(item, dict | list) and schema:
                 self._walk(item, schema, path, problems)
             return None
@@ -78,3 +85,18 @@ class Normalizer:
             except QuantityError as exc:
                 problems.append(f"{path}: {exc}")
         return None
+
+
+def _time(item: object, path: str, problems: list[str]) -> str | None:
+    """Return a ``metav1.Time`` as Go writes it back: RFC 3339, UTC, whole seconds."""
+    if not isinstance(item, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(item)
+    except ValueError:
+        problems.append(f'{path}: parsing time "{item}" as RFC 3339: cannot parse')
+        return None
+    if moment.tzinfo is None:
+        problems.append(f'{path}: parsing time "{item}" as RFC 3339: missing time zone')
+        return None
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -17,6 +17,7 @@ import http.server
 import select
 import socket
 import threading
+import time
 import traceback
 from typing import Final
 
@@ -115,8 +116,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         agent = self.headers.get("User-Agent", "")
         self.server.note_agent(self.connection, agent)
-        if info.verb != "discovery":
-            app.count(info, agent)
+        logged = app.count(info, agent) if info.verb != "discovery" else None
         if self._fault(info, after=False):
             return
         if info.verb == "watch":
@@ -126,6 +126,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self._fault(info, after=True):
             return
         self.send(response)
+        if logged is not None:
+            logged.done = time.monotonic()
 
     def _fault(self, info: RequestInfo, *, after: bool) -> bool:
         agent = self.headers.get("User-Agent", "")
