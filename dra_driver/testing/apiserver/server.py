@@ -125,9 +125,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         response = app.execute(info, raw, self.headers.get("Content-Type", ""))
         if self._fault(info, after=True):
             return
-        self.send(response)
-        if logged is not None:
+        if logged is not None:  # before it is sent: no client can act on it earlier
             logged.done = time.monotonic()
+        self.send(response)
 
     def _fault(self, info: RequestInfo, *, after: bool) -> bool:
         agent = self.headers.get("User-Agent", "")
