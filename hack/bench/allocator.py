@@ -22,6 +22,7 @@ The last line of output is one JSON object with every figure (see hack/bench/ben
 from __future__ import annotations
 
 import argparse
+import gc
 import random
 import time
 import uuid
@@ -254,6 +255,9 @@ def run_cell(
     snapshot = build_cluster(nodes)
     build_seconds = time.perf_counter() - started
     actual = fill(snapshot, occupancy, rng)
+    # Each cell starts from a clean heap: the cells run in one process, and the earlier cells'
+    # snapshots, garbage by now, would otherwise be collected in the middle of this one.
+    gc.collect()
     placement = Placement(policy_name)
     policy = Policy(node=placement, online=placement, offline=placement)
     share_ids = (f"bench-{i}" for i in range(10**9))

@@ -36,16 +36,6 @@ def describe(capacities: Mapping[str, Capacity], amounts: Mapping[str, Fraction]
     )
 
 
-def closeness(wanted: Mapping[str, Fraction], free: Mapping[str, Fraction]) -> float:
-    """How close a card comes to a share: the smallest free/wanted ratio (1 or more fits).
-
-    Only used to name the closest card, so floating point is exact enough, and far cheaper
-    than fractions when a failure is explained over thousands of cards.
-    """
-    ratios = [float(free.get(name, 0)) / float(need) for name, need in wanted.items() if need > 0]
-    return min(ratios) if ratios else 1.0
-
-
 def wanted_text(alternative: Alternative, device: Device, wanted: Mapping[str, Fraction]) -> str:
     """Say what one share of ``alternative`` needs: ``card with 12Gi memory, 30 cores free``.
 

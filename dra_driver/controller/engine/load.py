@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 from fractions import Fraction
 
+from dra_driver.controller.engine.amounts import Comparisons, FreeStates
 from dra_driver.controller.engine.scoring import free_fraction
 from dra_driver.structured.allocated import AllocatedState, DeviceId
 from dra_driver.structured.consumable import Capacity
@@ -75,8 +76,11 @@ class Load:
         self._node_of: dict[DeviceId, str] = {}
         self._members: dict[str, tuple[DeviceId, ...]] = {}
         self.shape_of: dict[str, Shape] = {}
+        self.free_states = FreeStates()
+        self.comparisons = Comparisons()
+        """Requests against :attr:`free` capacities, remembered for the snapshot's life."""
         self.free: dict[DeviceId, dict[str, Fraction] | None] = {}
-        """Free capacity of each device; ``None`` when something uses it whole."""
+        """Free capacity of each device (interned: never change one); ``None`` when used whole."""
         self.fraction: dict[DeviceId, Fraction] = {}
         """Free fraction of each device (0 when used whole; below 0 when over-committed)."""
         self.node_fraction: dict[str, Fraction] = {}
@@ -136,7 +140,7 @@ class Load:
             self.free[device_id] = None
             self.fraction[device_id] = Fraction(0)
             return
-        free = self._state.free(device_id, capacities)
+        free = self.free_states.intern(self._state.free(device_id, capacities))
         self.free[device_id] = free
         self.fraction[device_id] = free_fraction(capacities, free)
 

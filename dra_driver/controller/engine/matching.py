@@ -87,6 +87,7 @@ class Matcher:
             "consumption", {}
         )
         self._deltas: dict[tuple[object, ...], Fraction | None] = memo.setdefault("deltas", {})
+        self._whole: dict[Model, dict[str, Fraction]] = memo.setdefault("whole", {})
         if len(self._consumption) + len(self._deltas) > _AMOUNTS_REMEMBERED:
             # Keyed by requested amounts, which claims choose freely: start over, not grow.
             self._consumption.clear()
@@ -198,6 +199,13 @@ class Matcher:
         if isinstance(found, _Rejected):
             return None
         return _values(dict(model.capacities)) if found is None else found
+
+    def whole(self, model: Model) -> dict[str, Fraction]:
+        """Return every capacity of ``model`` in full (what a whole-card pick takes); shared."""
+        found = self._whole.get(model)
+        if found is None:
+            found = self._whole[model] = _values(dict(model.capacities))
+        return found
 
     def takes_whole(self, alternative: Alternative, model: Model) -> bool:
         """Whether a pick on a card of ``model`` needs the card idle (and it can take one)."""

@@ -19,11 +19,11 @@ from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, Final
 
-from dra_driver.controller.engine import explain, scoring
+from dra_driver.controller.engine import amounts, explain, scoring
 from dra_driver.controller.engine.budget import Budget, BudgetExhausted
 from dra_driver.controller.engine.devices import Device
 from dra_driver.controller.engine.matching import Matcher, Pick
-from dra_driver.controller.engine.requests import ClaimSpec
+from dra_driver.controller.engine.requests import Alternative, ClaimSpec
 from dra_driver.controller.engine.search import NodeSearch
 from dra_driver.controller.engine.snapshot import Snapshot
 from dra_driver.k8s.scheduling import node_selector_matches, node_unfit_reason
@@ -163,18 +163,22 @@ class Scan:
         """Explain why no node fits, visiting the nodes the ordered scan skipped."""
         reasons: list[str] = []
         closest: Near | None = None
-        for name in sorted(self.snapshot.nodes):
-            if name not in self._failed:
+        # Every node, so the loop is kept lean: it runs for each failed decision.
+        failed, remembered, version = self._failed, self._remembered, self.snapshot.load.version
+        for name in self.snapshot.node_names:
+            failure = failed.get(name)
+            if failure is None:
                 if self.exhausted:
                     reasons.append(gave_up(self._budget.limit))
                     continue
-                known = self._remembered.get(name)
-                if known is not None and known[0] == self.snapshot.load.version.get(name, 0):
-                    self._failed[name] = known[1]
+                known = remembered.get(name)
+                if known is not None and known[0] == version.get(name, 0):
+                    failure = failed[name] = known[1]
                 else:
                     self._explain(name)
-            reason, near = self._failed[name]
-            reasons.append(reason)
+                    failure = failed[name]
+            reasons.append(failure[0])
+            near = failure[1]
             if near is not None and (closest is None or near[0] > closest[0]):
                 closest = near
         message = explain.summarize(len(self.snapshot.nodes), reasons)
@@ -237,12 +241,11 @@ def _why_not(search: NodeSearch, specs: Sequence[ClaimSpec]) -> Failure:
             near: Near | None = None
             text = ""
             for alternative in request.alternatives:
-                fits, closest = search.room_for(alternative)
+                fits, closest = _room_for(search, alternative)
                 if fits:
                     break
                 if closest is not None:
-                    device, wanted, free = closest
-                    score = explain.closeness(wanted, free) if free is not None else -1.0
+                    score, device, wanted, free = closest
                     if near is None or score > near[0]:
                         near = (score, device, free)
                         text = explain.wanted_text(alternative, device, wanted)
@@ -253,3 +256,30 @@ def _why_not(search: NodeSearch, specs: Sequence[ClaimSpec]) -> Failure:
         label, detail = next(iter(search.shortages.items()))
         return f"{label}: {detail}", None
     return "the pod's requests cannot all be satisfied together (constraints or shared cards)", None
+
+
+Closest = tuple[float, Device, dict[str, Fraction], dict[str, Fraction] | None]
+"""The closest card to a share that fits nowhere: how close, the card, the share, its free."""
+
+
+def _room_for(search: NodeSearch, alternative: Alternative) -> tuple[bool, Closest | None]:
+    """Whether one share fits some card of the node now; if not, the closest card.
+
+    How close is :func:`amounts.closeness`; a card used whole is the farthest (-1).
+    """
+    load = search.snapshot.load
+    best: Closest | None = None
+    for device, consumed in search.candidates(alternative)[0]:
+        if search.fits(device, alternative, consumed):
+            return True, None
+        wanted = consumed or search.matcher.whole(device.model)
+        free = search.free(device)
+        if free is None:
+            close = -1.0
+        elif free is load.free[device.id]:  # interned: the answer may be remembered
+            close = load.comparisons.closeness(wanted, free)
+        else:
+            close = amounts.closeness(wanted, free)
+        if best is None or close > best[0]:
+            best = (close, device, wanted, free)
+    return False, best

@@ -38,8 +38,8 @@ class NodeSearch:
         policy: scoring.Policy,
         budget: Budget,
     ) -> None:
-        self._snapshot = snapshot
-        self._matcher = matcher
+        self.snapshot = snapshot
+        self.matcher = matcher
         self._node = node
         self._devices = snapshot.devices.get(node, ())
         self._claims = claims
@@ -65,6 +65,8 @@ class NodeSearch:
             )
             for at, (claim, _, _) in enumerate(self._requests)
         ]
+        self._static: dict[int, tuple[list[tuple[Device, Any]], str | None]] = {}
+        """Alternative (by identity: they live as long as the decision) -> its candidates."""
         self.failures: dict[str, str] = {}
         """Request label -> why no card could ever suit any of its alternatives here."""
         self.shortages: dict[str, str] = {}
@@ -76,7 +78,7 @@ class NodeSearch:
         """Free capacity now (tentative picks included); ``None`` if used whole. Read only."""
         if device.id in self._pending_whole:
             return None
-        free = self._snapshot.load.free[device.id]
+        free = self.snapshot.load.free[device.id]
         pending = self._pending.get(device.id)
         if free is None or not pending:
             return free
@@ -87,21 +89,25 @@ class NodeSearch:
         if device.id in self._pending_whole:
             return Fraction(0)
         if not self._pending.get(device.id):
-            return self._snapshot.load.fraction[device.id]
+            return self.snapshot.load.fraction[device.id]
         free = self.free(device)
         return Fraction(0) if free is None else scoring.free_fraction(device.capacities, free)
 
     def _in_use(self, device: Device) -> bool:
         return (
-            self._snapshot.state.in_use(device.id)
+            self.snapshot.state.in_use(device.id)
             or device.id in self._pending_whole
             or self._pending_shares.get(device.id, 0) > 0
         )
 
-    def _fits(self, device: Device, alternative: Alternative, consumed: Any) -> bool:  # noqa: ANN401
+    def fits(self, device: Device, alternative: Alternative, consumed: Any) -> bool:  # noqa: ANN401
+        """Whether one pick of ``alternative`` fits the device now (this search's picks count)."""
         if consumed is None or alternative.exclusive:
             return not self._in_use(device)
-        return _has(self.free(device), consumed)
+        free = self.free(device)
+        if free is not None and free is self.snapshot.load.free[device.id]:
+            return self.snapshot.load.comparisons.fits(free, consumed)  # no pick of ours on it
+        return _has(free, consumed)
 
     def _had_room(self, device: Device, alternative: Alternative, consumed: Any) -> bool:  # noqa: ANN401
         """Whether the card belongs to "all": it could take the share before this search.
@@ -112,11 +118,12 @@ class NodeSearch:
         if consumed is None:
             return True
         if alternative.exclusive:
-            return not self._snapshot.state.in_use(device.id)
-        return _has(self._snapshot.load.free[device.id], consumed)
+            return not self.snapshot.state.in_use(device.id)
+        free = self.snapshot.load.free[device.id]
+        return free is not None and self.snapshot.load.comparisons.fits(free, consumed)
 
     def _hosts_online(self, device: Device) -> bool:
-        counts = self._snapshot.priorities.get(device.id, {})
+        counts = self.snapshot.priorities.get(device.id, {})
         return counts.get(Priority.ONLINE, 0) + self._pending_online.get(device.id, 0) > 0
 
     # -- tentative picks ------------------------------------------------------------------
@@ -190,7 +197,7 @@ class NodeSearch:
         claim, label, alternatives = self._requests[at]
         static: list[str] = []
         for index, alternative in enumerate(alternatives):
-            candidates, why = self._candidates(alternative)
+            candidates, why = self.candidates(alternative)
             if why is not None:
                 static.append(f"{alternative.name}: {why}")
             self._chosen_alternatives.append(index)
@@ -206,21 +213,28 @@ class NodeSearch:
             self.failures.setdefault(label, "; ".join(static))
         return False
 
-    def _candidates(self, alternative: Alternative) -> tuple[list[tuple[Device, Any]], str | None]:
+    def candidates(self, alternative: Alternative) -> tuple[list[tuple[Device, Any]], str | None]:
         """Devices that suit the request statically, each with its consumption.
 
-        With none, also say why: the selectors, a taint or the request policy.
+        With none, also say why: the selectors, a taint or the request policy. Found once
+        per alternative: explaining a failure asks again.
         """
+        found = self._static.get(id(alternative))
+        if found is None:
+            found = self._static[id(alternative)] = self._suitable(alternative)
+        return found
+
+    def _suitable(self, alternative: Alternative) -> tuple[list[tuple[Device, Any]], str | None]:
         suitable = []
         reasons: list[str] = []
         for device in self._devices:
-            failure = self._matcher.selector_failure(alternative.selectors, device)
-            failure = failure or self._matcher.taint_failure(alternative, device)
+            failure = self.matcher.selector_failure(alternative.selectors, device)
+            failure = failure or self.matcher.taint_failure(alternative, device)
             if failure is not None:
                 reasons.append(f"{device.name} {failure}")
                 continue
             try:
-                consumed = self._matcher.consumption(alternative, device)
+                consumed = self.matcher.consumption(alternative, device)
             except CapacityRejected as exc:
                 reasons.append(f"{device.name}: {exc}")
                 continue
@@ -236,13 +250,13 @@ class NodeSearch:
         placement = self._policy.for_share(alternative.config)
         ranked = []
         for device, consumed in candidates:
-            if not self._fits(device, alternative, consumed):
+            if not self.fits(device, alternative, consumed):
                 continue
             if consumed is None:
                 after = Fraction(0)
             else:
                 # Consumption succeeded on this device, so its model's delta is known.
-                delta = self._matcher.delta(alternative, device.model) or Fraction(0)
+                delta = self.matcher.delta(alternative, device.model) or Fraction(0)
                 after = self.fraction(device) - delta
             key = scoring.card_key(
                 placement,
@@ -335,7 +349,7 @@ class NodeSearch:
     ) -> bool:
         if not candidates:
             return False
-        unusable = self._snapshot.unusable_pools.get(self._node)
+        unusable = self.snapshot.unusable_pools.get(self._node)
         if unusable:
             self.shortages.setdefault(
                 label,
@@ -357,7 +371,7 @@ class NodeSearch:
         pushed = 0
         for device, consumed in candidates:
             self._budget.step()
-            if not self._fits(device, alternative, consumed) or not self._constraints_allow(
+            if not self.fits(device, alternative, consumed) or not self._constraints_allow(
                 claim, alternative, device
             ):
                 self.shortages.setdefault(
@@ -372,27 +386,6 @@ class NodeSearch:
         for _ in range(pushed):
             self._pop()
         return False
-
-    # -- explaining a failure -------------------------------------------------------------
-
-    def room_for(
-        self, alternative: Alternative
-    ) -> tuple[bool, tuple[Device, dict[str, Fraction], dict[str, Fraction] | None] | None]:
-        """Whether one share fits some card now; if not, the closest card.
-
-        The closest card comes with what one share needs from it and what it has free
-        (``None`` when it is used whole).
-        """
-        best: tuple[float, Device, dict[str, Fraction], dict[str, Fraction] | None] | None = None
-        for device, consumed in self._candidates(alternative)[0]:
-            if self._fits(device, alternative, consumed):
-                return True, None
-            wanted = consumed or {n: c.value for n, c in device.capacities.items()}
-            free = self.free(device)
-            close = explain.closeness(wanted, free) if free is not None else -1.0
-            if best is None or close > best[0]:
-                best = (close, device, wanted, free)
-        return False, None if best is None else best[1:]
 
 
 def _has(free: dict[str, Fraction] | None, consumed: dict[str, Fraction]) -> bool:

@@ -9,6 +9,7 @@ kube-scheduler allocates the same cards to pods that skip the controller
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -50,6 +51,11 @@ class Snapshot:
     """Static results that hold as long as the devices do (see :class:`Matcher`)."""
     share_plain: bool = True
     """Share whole-only cards by config sizes; see :attr:`Device.plain`."""
+
+    @functools.cached_property
+    def node_names(self) -> tuple[str, ...]:
+        """Every node's name, sorted (the nodes of a snapshot never change)."""
+        return tuple(sorted(self.nodes))
 
     @classmethod
     def build(
