@@ -13,6 +13,9 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Final
 
+from dra_driver.controller.engine.scoring import free_fraction
+from dra_driver.structured.consumable import Capacity
+
 Amounts = Mapping[str, Fraction]
 
 _REMEMBERED: Final = 20_000
@@ -55,6 +58,7 @@ class Comparisons:
     def __init__(self) -> None:
         self._fits: dict[tuple[int, int], tuple[Amounts, Amounts, bool]] = {}
         self._closeness: dict[tuple[int, int], tuple[Amounts, Amounts, float]] = {}
+        self._fractions: dict[tuple[int, int], tuple[object, Amounts, Fraction]] = {}
 
     def fits(self, free: Amounts, consumed: Amounts) -> bool:
         """Whether ``free`` covers ``consumed`` in every capacity it names."""
@@ -75,4 +79,14 @@ class Comparisons:
             if len(self._closeness) >= _REMEMBERED:
                 self._closeness.clear()
             found = self._closeness[key] = (wanted, free, closeness(wanted, free))
+        return found[2]
+
+    def free_fraction(self, capacities: Mapping[str, Capacity], free: Amounts) -> Fraction:
+        """Return :func:`scoring.free_fraction` of a card with these capacities, remembered."""
+        key = (id(capacities), id(free))
+        found = self._fractions.get(key)
+        if found is None:
+            if len(self._fractions) >= _REMEMBERED:
+                self._fractions.clear()
+            found = self._fractions[key] = (capacities, free, free_fraction(capacities, free))
         return found[2]

@@ -15,7 +15,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from fractions import Fraction
 
 from dra_driver.controller.engine.amounts import Comparisons, FreeStates
-from dra_driver.controller.engine.scoring import free_fraction
 from dra_driver.structured.allocated import AllocatedState, DeviceId
 from dra_driver.structured.consumable import Capacity
 
@@ -142,7 +141,7 @@ class Load:
             return
         free = self.free_states.intern(self._state.free(device_id, capacities))
         self.free[device_id] = free
-        self.fraction[device_id] = free_fraction(capacities, free)
+        self.fraction[device_id] = self.comparisons.free_fraction(capacities, free)
 
     def _insert(self, node: str) -> None:
         members = self._members[node]
