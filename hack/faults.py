@@ -33,6 +33,11 @@ def main() -> int:
     parser.add_argument("--controllers", type=int, default=2)
     parser.add_argument("--pods-per-cycle", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="controllers leader-elected, as the chart runs them (default: racing without)",
+    )
     args = parser.parse_args()
     settings = FaultRunSettings(
         nodes=args.nodes,
@@ -40,6 +45,7 @@ def main() -> int:
         cycles=args.cycles,
         pods_per_cycle=args.pods_per_cycle,
         controllers=args.controllers,
+        leader_elect=args.leader_elect,
         settle_seconds=180.0,
         seed=args.seed,
     )

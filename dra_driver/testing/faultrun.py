@@ -14,7 +14,8 @@ watches renewed after 3 s), so each of those costs one timeout.
 At the end the faults stop, every component is running, the run waits until every live pod
 runs and every deleted pod's claim is gone, and :func:`dra_driver.testing.invariants.check`
 judges the final state. ``controllers=2`` runs two replicas without leader election, so only
-optimistic concurrency stands between them and a double allocation.
+optimistic concurrency stands between them and a double allocation; ``leader_elect`` runs
+them as the chart does, the leader writing allocation and finalizer together.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ _PARTITION_ODDS: Final = 0.2
 """Chance per cycle that every connection the components have open goes silent."""
 TIMEOUTS: Final = ("--api-connect-timeout", "1", "--api-timeout", "1", "--watch-timeout", "3")
 """The components' API timeouts in a run: short, so a hang costs little of its time."""
+_SHORT_LEASE: Final = ("--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "1")
+"""Leader election with a Lease a killed leader's successor waits out in 4 s."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +73,8 @@ class FaultRunSettings:
     cycles: int = 8
     pods_per_cycle: int = 3
     controllers: int = 1
+    leader_elect: bool = False
+    """Run the controllers leader-elected (the chart's default) with a short Lease."""
     api_faults: bool = True
     settle_seconds: float = 90.0
     seed: int = 0
@@ -142,7 +147,11 @@ class FaultRun:
 
     def _start(self, name: str) -> ComponentProcess:
         if name.startswith("controller"):
-            # Leader election would make a restarted replica wait out the Lease.
+            if self.settings.leader_elect:
+                # A killed leader's Lease runs out before anyone leads again: short, then.
+                election = ["--leader-election-namespace", NAMESPACE, *_SHORT_LEASE]
+                identity = ["--leader-election-identity", name]
+                return start_controller(self.cluster, args=[*election, *identity, *TIMEOUTS])
             return start_controller(self.cluster, args=["--no-leader-elect", *TIMEOUTS])
         return start_plugin(
             self.cluster, name.removeprefix("plugin-"), self._inventory_file, args=TIMEOUTS

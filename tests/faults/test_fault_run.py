@@ -10,17 +10,18 @@ from dra_driver.testing.faultrun import FaultRun, FaultRunSettings
 
 
 @pytest.mark.parametrize(
-    ("controllers", "cycles"),
-    [(1, 8), (2, 6)],
-    ids=["kill-and-restart", "two-controllers-racing"],
+    ("controllers", "cycles", "elect"),
+    [(1, 8, False), (2, 6, False), (2, 6, True)],
+    ids=["kill-and-restart", "two-controllers-racing", "two-controllers-leader-elected"],
 )
 def test_a_run_with_kills_and_api_faults_ends_sound(
-    work_dir: Path, controllers: int, cycles: int
+    work_dir: Path, controllers: int, cycles: int, elect: bool
 ) -> None:
     """Kills, API errors, hangs and partitions: the final state is sound and every pod runs."""
-    report = FaultRun(
-        FaultRunSettings(cycles=cycles, controllers=controllers, seed=controllers), work_dir
-    ).run()
+    settings = FaultRunSettings(
+        cycles=cycles, controllers=controllers, leader_elect=elect, seed=controllers + elect
+    )
+    report = FaultRun(settings, work_dir).run()
     assert report.violations == []
     assert report.cycles == cycles
     assert sum(report.kills.values()) == cycles
