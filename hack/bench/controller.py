@@ -59,6 +59,7 @@ from dra_driver.logging import configure_logging
 from dra_driver.nvml.inventory import Inventory, builtin_inventory
 from dra_driver.simulate.certs import write_self_signed
 from dra_driver.testing.apiserver.app import LoggedRequest
+from dra_driver.testing.apiserver.routing import RequestInfo
 from dra_driver.testing.cluster import FakeCluster
 from dra_driver.testing.processes import ComponentProcess, logged_port, start_webhook
 from dra_driver.testing.workload import (
@@ -127,6 +128,11 @@ def _round_trips(requests: Sequence[LoggedRequest]) -> int:
     return chain
 
 
+def _is_write(request: RequestInfo) -> bool:
+    """Whether the request changes what the API server stores (a real one commits to etcd)."""
+    return request.verb in ("create", "update", "patch", "delete", "deletecollection")
+
+
 def _per_pod(counter: Mapping[tuple[str, str, str], int], pods: int) -> dict[str, dict[str, float]]:
     """Return the requests per allocated pod by client (User-Agent) and ``verb resource``."""
     table: dict[str, dict[str, float]] = {}
@@ -136,14 +142,27 @@ def _per_pod(counter: Mapping[tuple[str, str, str], int], pods: int) -> dict[str
 
 
 def run_mode(
-    mode: str, inventory: Inventory, pods: int, seed: int, timeout: float, *, rate: float = 0.0
+    mode: str,
+    inventory: Inventory,
+    pods: int,
+    seed: int,
+    timeout: float,
+    *,
+    rate: float = 0.0,
+    write_latency: float = 0.0,
 ) -> dict[str, Any]:
-    """Run one mode on a fresh cluster and return its figures (``rate``: pods/s, 0 at once)."""
+    """Run one mode on a fresh cluster and return its figures.
+
+    ``rate``: pods/s, 0 for all at once; ``write_latency``: seconds every write waits before
+    the API server carries it out, as etcd's commit makes a real one wait.
+    """
     with (
         tempfile.TemporaryDirectory(prefix="gpushare-bench-") as work,
         FakeCluster(inventory, Path(work), kubelets=False) as cluster,
     ):
         cluster.api.user_agent = HARNESS_USER_AGENT
+        if write_latency > 0:
+            cluster.server.faults.inject(when=_is_write, delay=write_latency)
         cluster.apply(default_device_classes(NAMES))
         publish_slices(cluster, NAMES)
         memory = card_memory(cluster)
@@ -370,6 +389,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="paced mode: create the pods at this many per second (below saturation) instead "
         "of all at once",
     )
+    parser.add_argument(
+        "--write-latency-ms",
+        type=float,
+        default=0.0,
+        help="hold every write this long before the API server carries it out (a real one "
+        "commits each write to etcd first; the harness answers in about a millisecond)",
+    )
     parser.add_argument("--nodes", type=int, default=100, help="nodes of hundred-nodes used")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds per wait")
@@ -391,7 +417,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     results = {}
     for mode in MODES:
         results[mode] = run_mode(
-            mode, inventory, args.pods, args.seed, args.timeout, rate=args.rate
+            mode,
+            inventory,
+            args.pods,
+            args.seed,
+            args.timeout,
+            rate=args.rate,
+            write_latency=args.write_latency_ms / 1000,
         )
         print(_row(mode, results[mode]), flush=True)
     ours, baseline = results["controller"], results["firstfit"]
@@ -401,6 +433,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "machine": machine(),
             "nodes": len(inventory.nodes),
             "rate_pods_per_s": args.rate or None,
+            "write_latency_ms": args.write_latency_ms,
             "cards": sum(len(n.cards) for n in inventory.nodes),
             "modes": results,
             "controller_vs_firstfit": {
