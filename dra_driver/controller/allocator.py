@@ -207,6 +207,9 @@ class Allocator:
 
     def _write(self, pod: Object, pending: list[Object], decision: Placed) -> None:
         by_uid = {objects.uid(c): c for c in pending}
+        # Reserved for the pod at once, as kube-scheduler would at PreBind: it then finds the
+        # claim reserved and binds the pod without writing the claim again.
+        reference = {"resource": "pods", "name": pod["metadata"]["name"], "uid": objects.uid(pod)}
         lines = []
         for allocation in decision.claims:
             claim = by_uid[allocation.uid]
@@ -218,7 +221,7 @@ class Allocator:
             key = object_key(claim)
             self._view.writing.add(key)  # the releaser must not act on half of the writes
             try:
-                written = self._commits.write(claim, allocation.status(rfc3339()))
+                written = self._commits.write(claim, allocation.status(rfc3339()), [reference])
                 self._view.assume(written, in_place=True)
             finally:
                 self._view.writing.discard(key)
@@ -254,10 +257,19 @@ class Allocator:
         log.info("allocation.committed", claims=len(unchecked))
 
     def _in_use(self, claim: Object) -> bool:
-        """Whether a pod may run on the claim already: it is reserved, or a pod is ungated."""
-        if (claim.get("status") or {}).get("reservedFor"):
-            return True
+        """Whether an ungated pod may run on the claim: one it is reserved for or that uses it.
+
+        The controller reserves a claim for the pod it allocates it for, so a reservation
+        alone says nothing.
+        """
         gate = self._names.scheduling_gate
+        namespace = claim["metadata"]["namespace"]
+        for reference in (claim.get("status") or {}).get("reservedFor") or []:
+            pod = self._view.pods.get(namespace, str(reference.get("name")))
+            if pod is None or objects.uid(pod) != reference.get("uid"):
+                return True  # a pod this cache does not know yet: assume it runs
+            if not objects.has_scheduling_gate(pod, gate):
+                return True
         return any(
             not objects.has_scheduling_gate(pod, gate) for pod in self._view.pods_using(claim)
         )
@@ -334,9 +346,10 @@ class Allocator:
                 continue
             status = claim.get("status") or {}
             finalizers = claim["metadata"].get("finalizers") or []
+            reserved = {str(r.get("uid")) for r in status.get("reservedFor") or []}
             if (
                 status.get("allocation")
-                and not status.get("reservedFor")
+                and reserved <= {uid}  # reserved for this pod at most: by us, as we allocated
                 and SCHEDULER_FINALIZER not in finalizers
             ):
                 cleared = self._writer.clear_allocation(claim)

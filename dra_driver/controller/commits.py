@@ -66,11 +66,11 @@ class Commits:
         """Whether this replica may write now: a leader only while its Lease is firm."""
         return not self._elected or self._alone()
 
-    def write(self, claim: Object, allocation: Object) -> Object:
+    def write(self, claim: Object, allocation: Object, reserved_for: list[Object]) -> Object:
         """Write a new allocation; a leader adds our finalizer in the same round trip."""
         if not self._elected:
-            return self._writer.write_allocation(claim, allocation)
-        written = self._writer.allocate_protected(claim, allocation)
+            return self._writer.write_allocation(claim, allocation, reserved_for)
+        written = self._writer.allocate_protected(claim, allocation, reserved_for)
         _remember(self._written, _key(written))
         return written
 

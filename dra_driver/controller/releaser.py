@@ -67,7 +67,7 @@ class Releaser:
                 log.info("release.foreign_allocation", action="remove our finalizer")
                 self._view.assume(self._writer.remove_finalizer(claim))
                 return
-            if status.get("reservedFor"):
+            if status.get("reservedFor") and self._reserved(claim):
                 return
             if status.get("allocation"):
                 if not objects.is_deleting(claim) and self._wanted(claim):
@@ -92,6 +92,26 @@ class Releaser:
         return SCHEDULER_FINALIZER not in finalizers and any(
             result.get("driver") == self._names.driver for result in results
         )
+
+    def _reserved(self, claim: Object) -> bool:
+        """Whether a pod the claim is reserved for may still run.
+
+        kube-controller-manager drops the reservations of pods that are gone or finished, but
+        the controller reserves a claim when it allocates it, before the pod is bound: when
+        such a pod is deleted this needs no wait for that. A pod the cache does not show is
+        read from the API server, which has the last word before a release.
+        """
+        namespace = claim["metadata"]["namespace"]
+        for reference in (claim.get("status") or {}).get("reservedFor") or []:
+            if reference.get("resource") != "pods":
+                return True  # not ours to judge
+            name, uid = str(reference.get("name")), str(reference.get("uid"))
+            pod = self._view.pods.get(namespace, name)
+            if pod is None or objects.uid(pod) != uid:
+                pod = self._writer.read_pod(namespace, name)
+            if pod is not None and objects.uid(pod) == uid and not objects.is_terminal(pod):
+                return True
+        return False
 
     def _wanted(self, claim: Object) -> bool:
         """Whether a pod that may still run refers to the allocated claim (then it stays).

@@ -67,6 +67,11 @@ def allocation_key(allocation: Object | None) -> str:
     return repr(_devices(allocation))
 
 
+def _allocated(allocation: Object, reserved_for: list[Object]) -> Object:
+    """Return the status fields of a new allocation, reserved for the pods it is made for."""
+    return {"allocation": allocation, **({"reservedFor": reserved_for} if reserved_for else {})}
+
+
 def _allocation(claim: Object) -> Object | None:
     allocation: Object | None = (claim.get("status") or {}).get("allocation")
     return allocation
@@ -96,7 +101,9 @@ class ClaimWriter:
             return claim
         return self._replace(claim, [f for f in finalizers if f != self._finalizer], present=False)
 
-    def allocate_protected(self, claim: Object, allocation: Object) -> Object:
+    def allocate_protected(
+        self, claim: Object, allocation: Object, reserved_for: list[Object]
+    ) -> Object:
         """Set ``status.allocation`` and our finalizer at once: two patches in flight together.
 
         For a writer that is alone (see :mod:`dra_driver.controller.allocator`): here the
@@ -110,7 +117,7 @@ class ClaimWriter:
         run = contextvars.copy_context().run
         protected = self._beside.submit(run, self._merge_finalizer, claim)
         try:
-            allocated = self._merge_allocation(claim, allocation)
+            allocated = self._merge_allocation(claim, allocation, reserved_for)
         finally:
             # Waited for either way: the next decision must not start with a write in flight.
             concurrent.futures.wait([protected])
@@ -140,10 +147,13 @@ class ClaimWriter:
             lambda current: self._finalizer in (current["metadata"].get("finalizers") or []),
         )
 
-    def _merge_allocation(self, claim: Object, allocation: Object) -> Object:
-        """Set ``status.allocation`` by a strategic merge patch of the status (see above)."""
+    def _merge_allocation(
+        self, claim: Object, allocation: Object, reserved_for: list[Object]
+    ) -> Object:
+        """Set allocation and reservation by a strategic merge patch of the status."""
         namespace, name = object_key(claim)
-        patch = {"metadata": {"uid": objects.uid(claim)}, "status": {"allocation": allocation}}
+        status = _allocated(allocation, reserved_for)
+        patch = {"metadata": {"uid": objects.uid(claim)}, "status": status}
         wanted = _devices(allocation)
         return self._confirmed(
             claim,
@@ -213,10 +223,15 @@ class ClaimWriter:
         items: list[Object] = raw.call(self._core.list_namespaced_pod, namespace).get("items") or []
         return items
 
-    def write_allocation(self, claim: Object, allocation: Object) -> Object:
-        """Set ``status.allocation`` (immutable once set: only a cleared claim takes one)."""
+    def write_allocation(
+        self, claim: Object, allocation: Object, reserved_for: list[Object]
+    ) -> Object:
+        """Set ``status.allocation`` and reserve the claim for ``reserved_for``.
+
+        An allocation is immutable once set: only a cleared claim takes one.
+        """
         body = copy.deepcopy(claim)
-        body["status"] = {**(body.get("status") or {}), "allocation": allocation}
+        body["status"] = {**(body.get("status") or {}), **_allocated(allocation, reserved_for)}
         wanted = _devices(allocation)
         return self._replace_status(body, lambda current: _devices(_allocation(current)) == wanted)
 

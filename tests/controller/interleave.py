@@ -99,13 +99,19 @@ class Server:
         current["metadata"]["finalizers"] = finalizers
         return self.put("claims", current, deliver=False)
 
-    def write_allocation(self, claim: Object, allocation: Object) -> Object:
+    def write_allocation(
+        self, claim: Object, allocation: Object, reserved_for: list[Object]
+    ) -> Object:
         """ClaimWriter.write_allocation."""
         current = self._current("claims", claim)
         current.setdefault("status", {})["allocation"] = allocation
+        if reserved_for:
+            current["status"]["reservedFor"] = reserved_for
         return self.put("claims", current, deliver=False)
 
-    def allocate_protected(self, claim: Object, allocation: Object) -> Object:
+    def allocate_protected(
+        self, claim: Object, allocation: Object, reserved_for: list[Object]
+    ) -> Object:
         """ClaimWriter.allocate_protected: two patches, no resourceVersion, UID and set-once."""
         current = copy.deepcopy(self.objs[("claims", *object_key(claim))])
         if current["metadata"].get("uid") != claim["metadata"].get("uid"):
@@ -113,6 +119,8 @@ class Server:
         if (current.get("status") or {}).get("allocation") not in (None, allocation):
             raise InvalidError("status.allocation: field is immutable")
         current.setdefault("status", {})["allocation"] = allocation
+        if reserved_for:
+            current["status"]["reservedFor"] = reserved_for
         self.put("claims", current, deliver=False)
         finalizers = list(current["metadata"].get("finalizers") or [])
         if self.finalizer not in finalizers:
@@ -124,7 +132,9 @@ class Server:
         """ClaimWriter.clear_allocation."""
         current = self._current("claims", claim)
         status = current.get("status") or {}
-        current["status"] = {k: v for k, v in status.items() if k != "allocation"}
+        current["status"] = {
+            k: v for k, v in status.items() if k not in ("allocation", "reservedFor")
+        }
         return self.put("claims", current, deliver=False)
 
     def read_claim(self, claim: Object) -> Object | None:

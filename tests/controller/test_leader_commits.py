@@ -92,6 +92,8 @@ def test_a_leader_writes_allocation_and_finalizer_together_then_the_gate(
     assert status.at < finalizer.done  # in flight together
     assert finalizer.at < status.done
     assert gate.at >= max(status.done, finalizer.done)
+    # Reserved for the pod with the allocation: kube-scheduler binds without a claim write.
+    assert ("update", "resourceclaims/status") not in by_kind
 
 
 def test_without_leader_election_the_finalizer_comes_between_allocation_and_gate(
@@ -172,6 +174,38 @@ def test_a_new_leader_checks_again_what_the_last_one_left_gated() -> None:
     (x,) = [c for c in server.claims() if c["metadata"]["name"] == "x"]
     assert not (x.get("status") or {}).get("allocation")
     assert server.objs[("pods", "default", "px")]["spec"]["schedulingGates"]
+
+
+def test_the_allocation_reserves_the_claim_for_its_pod() -> None:
+    """The allocation comes reserved for the pod it was made for, in both write paths."""
+    for alone in (None, lambda: True):
+        _, server, allocator, _, _ = make(node("n", 1), alone=alone)
+        server.put("claims", claim_obj("x", "25", "4Gi"))
+        server.put("pods", pod_obj("px", "x"))
+        settle(allocator, server, "px")
+        (claim,) = server.claims()
+        assert claim["status"]["reservedFor"] == [
+            {"resource": "pods", "name": "px", "uid": "pod-px"}
+        ]
+
+
+def test_a_claim_reserved_for_a_pod_deleted_while_gated_is_released() -> None:
+    """Its reservation names a pod that is gone: the releaser frees the card at once."""
+    view, server, allocator, releaser, _ = make(node("n", 1), alone=lambda: True)
+    server.put("claims", claim_obj("x", "25", "4Gi"))
+    server.put("pods", pod_obj("px", "x"))
+    with pytest.raises(Requeue):
+        allocator.reconcile(("default", "px"))  # allocated and reserved, not checked yet
+    server.deliver()
+    del server.objs[("pods", "default", "px")]
+    view.pods._cache.pop(("default", "px"))  # the pod watch saw it go
+    releaser.reconcile(("default", "x"))
+    server.deliver()
+    releaser.reconcile(("default", "x"))
+    (claim,) = server.claims()
+    assert not (claim.get("status") or {}).get("allocation")
+    assert not (claim.get("status") or {}).get("reservedFor")
+    assert NAMES.finalizer not in (claim["metadata"].get("finalizers") or [])
 
 
 def test_a_leader_ungates_what_it_checked_without_another_claim_write() -> None:
