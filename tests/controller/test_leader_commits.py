@@ -78,20 +78,27 @@ def allocate_one(cluster: FakeCluster, *, elected: bool) -> dict[tuple[str, str]
     return first
 
 
+def answered(
+    by_kind: dict[tuple[str, str], LoggedRequest], verb: str
+) -> tuple[LoggedRequest, LoggedRequest, LoggedRequest, float, float]:
+    """Return the allocation, finalizer and gate writes, and when the first two were answered."""
+    status = by_kind[(verb, "resourceclaims/status")]
+    finalizer = by_kind[(verb, "resourceclaims")]
+    assert status.done is not None
+    assert finalizer.done is not None
+    return status, finalizer, by_kind[("patch", "pods")], status.done, finalizer.done
+
+
 def test_a_leader_writes_allocation_and_finalizer_together_then_the_gate(
     work_dir: Path,
 ) -> None:
     """Leading firmly: status and finalizer patches overlap; the gate follows both answers."""
     with harness(work_dir, node("node-a", 1)) as cluster:
         by_kind = allocate_one(cluster, elected=True)
-    status = by_kind[("patch", "resourceclaims/status")]
-    finalizer = by_kind[("patch", "resourceclaims")]
-    gate = by_kind[("patch", "pods")]
-    assert status.done is not None
-    assert finalizer.done is not None
-    assert status.at < finalizer.done  # in flight together
-    assert finalizer.at < status.done
-    assert gate.at >= max(status.done, finalizer.done)
+    status, finalizer, gate, status_done, finalizer_done = answered(by_kind, "patch")
+    assert status.at < finalizer_done  # in flight together
+    assert finalizer.at < status_done
+    assert gate.at >= max(status_done, finalizer_done)
     # Reserved for the pod with the allocation: kube-scheduler binds without a claim write.
     assert ("update", "resourceclaims/status") not in by_kind
 
@@ -102,13 +109,9 @@ def test_without_leader_election_the_finalizer_comes_between_allocation_and_gate
     """No Lease: allocation, then the finalizer (the commit), then the gate, one at a time."""
     with harness(work_dir, node("node-a", 1)) as cluster:
         by_kind = allocate_one(cluster, elected=False)
-    status = by_kind[("update", "resourceclaims/status")]
-    finalizer = by_kind[("update", "resourceclaims")]
-    gate = by_kind[("patch", "pods")]
-    assert status.done is not None
-    assert finalizer.done is not None
-    assert status.done <= finalizer.at
-    assert finalizer.done <= gate.at
+    _, finalizer, gate, status_done, finalizer_done = answered(by_kind, "update")
+    assert status_done <= finalizer.at
+    assert finalizer_done <= gate.at
 
 
 def test_a_leader_whose_lease_is_not_firm_writes_nothing() -> None:

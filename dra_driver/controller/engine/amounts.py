@@ -9,14 +9,17 @@ few distinct states: a card model's free capacity takes a handful of values. So
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from fractions import Fraction
-from typing import Final
+from typing import Final, TypeVar
 
 from dra_driver.controller.engine.scoring import free_fraction
 from dra_driver.structured.consumable import Capacity
 
 Amounts = Mapping[str, Fraction]
+A = TypeVar("A")
+B = TypeVar("B")
+T = TypeVar("T")
 
 _REMEMBERED: Final = 20_000
 """Comparisons kept before starting over (about 300 bytes each, so 6 MB at most). Only
@@ -56,37 +59,38 @@ class Comparisons:
     """
 
     def __init__(self) -> None:
-        self._fits: dict[tuple[int, int], tuple[Amounts, Amounts, bool]] = {}
-        self._closeness: dict[tuple[int, int], tuple[Amounts, Amounts, float]] = {}
-        self._fractions: dict[tuple[int, int], tuple[object, Amounts, Fraction]] = {}
+        self._fits: dict[tuple[int, int], tuple[object, object, bool]] = {}
+        self._closeness: dict[tuple[int, int], tuple[object, object, float]] = {}
+        self._fractions: dict[tuple[int, int], tuple[object, object, Fraction]] = {}
 
     def fits(self, free: Amounts, consumed: Amounts) -> bool:
         """Whether ``free`` covers ``consumed`` in every capacity it names."""
-        key = (id(free), id(consumed))
-        found = self._fits.get(key)
-        if found is None:
-            if len(self._fits) >= _REMEMBERED:
-                self._fits.clear()
-            answer = all(free[name] >= amount for name, amount in consumed.items())
-            found = self._fits[key] = (free, consumed, answer)
-        return found[2]
+        return _recall(self._fits, free, consumed, _covers)
 
     def closeness(self, wanted: Amounts, free: Amounts) -> float:
         """Return :func:`closeness` of the pair."""
-        key = (id(wanted), id(free))
-        found = self._closeness.get(key)
-        if found is None:
-            if len(self._closeness) >= _REMEMBERED:
-                self._closeness.clear()
-            found = self._closeness[key] = (wanted, free, closeness(wanted, free))
-        return found[2]
+        return _recall(self._closeness, wanted, free, closeness)
 
     def free_fraction(self, capacities: Mapping[str, Capacity], free: Amounts) -> Fraction:
-        """Return :func:`scoring.free_fraction` of a card with these capacities, remembered."""
-        key = (id(capacities), id(free))
-        found = self._fractions.get(key)
-        if found is None:
-            if len(self._fractions) >= _REMEMBERED:
-                self._fractions.clear()
-            found = self._fractions[key] = (capacities, free, free_fraction(capacities, free))
-        return found[2]
+        """Return :func:`scoring.free_fraction` of a card with these capacities."""
+        return _recall(self._fractions, capacities, free, free_fraction)
+
+
+def _covers(free: Amounts, consumed: Amounts) -> bool:
+    return all(free[name] >= amount for name, amount in consumed.items())
+
+
+def _recall(
+    table: dict[tuple[int, int], tuple[object, object, T]],
+    first: A,
+    second: B,
+    compute: Callable[[A, B], T],
+) -> T:
+    """Return ``compute(first, second)``, remembered by the two objects' identities."""
+    key = (id(first), id(second))
+    found = table.get(key)
+    if found is None:
+        if len(table) >= _REMEMBERED:
+            table.clear()
+        found = table[key] = (first, second, compute(first, second))
+    return found[2]
