@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import json
 import random
 import time
 from collections import Counter
@@ -142,6 +143,8 @@ class FaultRun:
         self.components: dict[str, ComponentProcess] = {}
         self._faults: dict[str, Fault] = {}
         self._serial = 0
+        self._unsettled: list[str] = []
+        """What kept the cluster from settling at the last look."""
 
     # -- components -----------------------------------------------------------------------
 
@@ -266,14 +269,18 @@ class FaultRun:
         ]
         self.report.pods_running = len(running)
         claims = raw.call(resource.list_namespaced_resource_claim, NAMESPACE).get("items") or []
-        owners = {
-            ref["name"]
+        left = [f"pod {n} not running" for n in sorted(set(self.live) - set(running))]
+        left += [f"deleted pod {n} still there" for n in self.gone if n in pods]
+        left += [
+            f"claim {claim['metadata']['name']} of deleted pod {ref['name']} still there "
+            f"(finalizers {claim['metadata'].get('finalizers')}, "
+            f"status {json.dumps(claim.get('status') or {}, sort_keys=True)})"
             for claim in claims
             for ref in claim["metadata"].get("ownerReferences") or []
-        }
-        return len(running) == len(self.live) and not any(
-            name in pods or name in owners for name in self.gone
-        )
+            if ref["name"] in self.gone
+        ]
+        self._unsettled = left
+        return not left
 
     def run(self) -> FaultRunReport:
         """Run every cycle, settle, check; the cluster and processes are stopped after."""
@@ -307,7 +314,8 @@ class FaultRun:
                     self._settled, "the cluster to settle", self.settings.settle_seconds
                 )
             except TimeoutError as exc:
-                self.report.violations.append(str(exc))
+                # What is left says where to look: a pod, a deleted pod, or its claim.
+                self.report.violations.append(f"{exc}: {'; '.join(self._unsettled)}")
             self.report.violations += invariants.check(self.cluster, NAMES)
             self.report.faults.update({kind: fault.hits for kind, fault in once.items()})
         finally:
