@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from hamicore.golden import golden_file
 
 from dra_driver.hamicore import RegionError
 from dra_driver.hamicore.layout import INT32, V1_2
-from dra_driver.hamicore.regionfile import RegionFile
+from dra_driver.hamicore.regionfile import RegionFile, RegionRead
 
 
 @pytest.fixture
@@ -57,17 +58,23 @@ def test_a_file_as_libvgpu_makes_it_is_read_and_written(golden: Path) -> None:
     assert INT32.unpack_from(after, V1_2.recent_kernel)[0] == -1
 
 
-def test_the_slot_of_a_process_that_exited_counts_for_nothing(golden: Path) -> None:
-    """A slot whose pid the library zeroed at exit keeps its figures; they are not summed."""
+def read_after_exits(golden: Path, slots: Iterable[int]) -> RegionRead:
+    """End the processes of ``slots`` as the library does (pid and status 0); read the file."""
     data = bytearray(golden.read_bytes())
-    INT32.pack_into(data, V1_2.slot(0) + V1_2.slot_pid, 0)  # as the library leaves it
-    INT32.pack_into(data, V1_2.slot(0) + V1_2.slot_status, 0)
+    for index in slots:
+        INT32.pack_into(data, V1_2.slot(index) + V1_2.slot_pid, 0)
+        INT32.pack_into(data, V1_2.slot(index) + V1_2.slot_status, 0)
     golden.write_bytes(bytes(data))
     region = RegionFile.open(golden)
     try:
-        read = region.read()
+        return region.read()
     finally:
         region.close()
+
+
+def test_the_slot_of_a_process_that_exited_counts_for_nothing(golden: Path) -> None:
+    """A slot whose pid the library zeroed at exit keeps its figures; they are not summed."""
+    read = read_after_exits(golden, [0])
     assert [c.memory_used for c in read.cards] == [
         2768240640 + 4152360960,
         4865392640 + 7298088960,
@@ -77,15 +84,7 @@ def test_the_slot_of_a_process_that_exited_counts_for_nothing(golden: Path) -> N
 
 def test_a_region_whose_processes_all_exited_shows_no_use(golden: Path) -> None:
     """Every pid zeroed, nobody compacting the slots: no memory and no SM use, so not busy."""
-    data = bytearray(golden.read_bytes())
-    for index in range(3):
-        INT32.pack_into(data, V1_2.slot(index) + V1_2.slot_pid, 0)
-    golden.write_bytes(bytes(data))
-    region = RegionFile.open(golden)
-    try:
-        read = region.read()
-    finally:
-        region.close()
+    read = read_after_exits(golden, range(3))
     assert [(c.memory_used, c.sm_util) for c in read.cards] == [(0, 0), (0, 0)]
 
 
