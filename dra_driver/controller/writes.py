@@ -106,8 +106,8 @@ class ClaimWriter:
     ) -> Object:
         """Set ``status.allocation`` and our finalizer at once: two patches in flight together.
 
-        For a writer that is alone (see :mod:`dra_driver.controller.allocator`): here the
-        finalizer protects the claim from deletion and marks it ours, not checked. Neither
+        For a leader holding its Lease firmly (see :mod:`dra_driver.controller.commits`): here
+        the finalizer protects the claim from deletion and marks it ours, not checked. Neither
         patch carries a resourceVersion, so they cannot conflict with each other; both name the
         claim's UID, which is immutable, so neither lands on a claim created again under the
         name; and an allocation is immutable once set, so the status patch cannot replace
@@ -133,17 +133,10 @@ class ClaimWriter:
         """
         if self._finalizer in (claim["metadata"].get("finalizers") or []):
             return claim
-        namespace, name = object_key(claim)
-        patch = {"metadata": {"uid": objects.uid(claim), "finalizers": [self._finalizer]}}
-        return self._confirmed(
+        return self._merge(
             claim,
-            lambda: raw.call(
-                self._resource.patch_namespaced_resource_claim,
-                name,
-                namespace,
-                patch,
-                _content_type=raw.STRATEGIC_MERGE_PATCH,
-            ),
+            self._resource.patch_namespaced_resource_claim,
+            {"metadata": {"finalizers": [self._finalizer]}},
             lambda current: self._finalizer in (current["metadata"].get("finalizers") or []),
         )
 
@@ -151,20 +144,35 @@ class ClaimWriter:
         self, claim: Object, allocation: Object, reserved_for: list[Object]
     ) -> Object:
         """Set allocation and reservation by a strategic merge patch of the status."""
-        namespace, name = object_key(claim)
-        status = _allocated(allocation, reserved_for)
-        patch = {"metadata": {"uid": objects.uid(claim)}, "status": status}
         wanted = _devices(allocation)
+        return self._merge(
+            claim,
+            self._resource.patch_namespaced_resource_claim_status,
+            {"status": _allocated(allocation, reserved_for)},
+            lambda current: _devices(_allocation(current)) == wanted,
+        )
+
+    def _merge(
+        self,
+        claim: Object,
+        patch_call: Callable[..., Any],
+        fields: Object,
+        landed: Callable[[Object], bool],
+    ) -> Object:
+        """Send ``fields`` as a strategic merge patch without a resourceVersion, confirmed.
+
+        It names the claim's UID, which is immutable, so it cannot land on a claim created
+        again under the name.
+        """
+        namespace, name = object_key(claim)
+        metadata = {"uid": objects.uid(claim), **(fields.get("metadata") or {})}
+        patch = {**fields, "metadata": metadata}
         return self._confirmed(
             claim,
             lambda: raw.call(
-                self._resource.patch_namespaced_resource_claim_status,
-                name,
-                namespace,
-                patch,
-                _content_type=raw.STRATEGIC_MERGE_PATCH,
+                patch_call, name, namespace, patch, _content_type=raw.STRATEGIC_MERGE_PATCH
             ),
-            lambda current: _devices(_allocation(current)) == wanted,
+            landed,
         )
 
     def _replace(self, claim: Object, finalizers: list[str], *, present: bool) -> Object:
