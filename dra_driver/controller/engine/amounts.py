@@ -65,7 +65,7 @@ class Comparisons:
 
     def fits(self, free: Amounts, consumed: Amounts) -> bool:
         """Whether ``free`` covers ``consumed`` in every capacity it names."""
-        return _recall(self._fits, free, consumed, _covers)
+        return _recall(self._fits, free, consumed, covers)
 
     def closeness(self, wanted: Amounts, free: Amounts) -> float:
         """Return :func:`closeness` of the pair."""
@@ -76,7 +76,8 @@ class Comparisons:
         return _recall(self._fractions, capacities, free, free_fraction)
 
 
-def _covers(free: Amounts, consumed: Amounts) -> bool:
+def covers(free: Amounts, consumed: Amounts) -> bool:
+    """Whether ``free`` capacity covers ``consumed`` in every capacity it names."""
     return all(free[name] >= amount for name, amount in consumed.items())
 
 

@@ -198,7 +198,7 @@ class Matcher:
         found = self._consumption_of(alternative, model)
         if isinstance(found, _Rejected):
             return None
-        return _values(dict(model.capacities)) if found is None else found
+        return self.whole(model) if found is None else found
 
     def whole(self, model: Model) -> dict[str, Fraction]:
         """Return every capacity of ``model`` in full (what a whole-card pick takes); shared."""

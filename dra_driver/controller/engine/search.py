@@ -13,7 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from dra_driver.api import Priority
-from dra_driver.controller.engine import explain, scoring
+from dra_driver.controller.engine import amounts, explain, scoring
 from dra_driver.controller.engine.budget import Budget
 from dra_driver.controller.engine.devices import Device, typed_value
 from dra_driver.controller.engine.matching import Matcher, Pick
@@ -107,7 +107,7 @@ class NodeSearch:
         free = self.free(device)
         if free is not None and free is self.snapshot.load.free[device.id]:
             return self.snapshot.load.comparisons.fits(free, consumed)  # no pick of ours on it
-        return _has(free, consumed)
+        return free is not None and amounts.covers(free, consumed)
 
     def _had_room(self, device: Device, alternative: Alternative, consumed: Any) -> bool:  # noqa: ANN401
         """Whether the card belongs to "all": it could take the share before this search.
@@ -386,8 +386,3 @@ class NodeSearch:
         for _ in range(pushed):
             self._pop()
         return False
-
-
-def _has(free: dict[str, Fraction] | None, consumed: dict[str, Fraction]) -> bool:
-    """Whether ``free`` capacity (``None``: the card is used whole) covers ``consumed``."""
-    return free is not None and all(free[name] >= amount for name, amount in consumed.items())
