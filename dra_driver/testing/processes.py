@@ -101,6 +101,17 @@ def _gpushare(subcommand: str, *args: str) -> list[str]:
     return [sys.executable, "-m", "dra_driver", subcommand, *args, "--log-format", "json"]
 
 
+def _component(cluster: FakeCluster, subcommand: str, driver: str, *args: str) -> list[str]:
+    """Return the command line of a component of ``driver`` against ``cluster``, no metrics."""
+    return _gpushare(
+        subcommand,
+        "--driver-name", driver,
+        "--kubeconfig", str(cluster.kubeconfig()),
+        "--metrics-port", "-1",
+        *args,
+    )  # fmt: skip
+
+
 def _log_path(cluster: FakeCluster, stem: str) -> Path:
     return cluster.work_dir / f"{stem}-{uuid.uuid4().hex[:8]}.log"
 
@@ -117,16 +128,15 @@ def start_plugin(
     """Start the kubelet plugin of ``node``, serving in the node's directories of ``cluster``."""
     driver = names.driver if names else DEFAULT_DRIVER_NAME
     dirs = cluster.node_dirs(node)
-    argv = _gpushare(
+    argv = _component(
+        cluster,
         "kubelet-plugin",
-        "--driver-name", driver,
+        driver,
         "--node-name", node,
-        "--kubeconfig", str(cluster.kubeconfig()),
         "--gpu-inventory", str(inventory),
         "--plugin-registry-dir", str(dirs.registry),
         "--plugin-dir", str(dirs.plugins / driver),
         "--cdi-root", str(dirs.cdi),
-        "--metrics-port", "-1",
         *args,
     )  # fmt: skip
     return ComponentProcess(
@@ -143,13 +153,7 @@ def start_controller(
 ) -> ComponentProcess:
     """Start the allocation controller against ``cluster`` (add ``--no-leader-elect`` etc.)."""
     driver = names.driver if names else DEFAULT_DRIVER_NAME
-    argv = _gpushare(
-        "controller",
-        "--driver-name", driver,
-        "--kubeconfig", str(cluster.kubeconfig()),
-        "--metrics-port", "-1",
-        *args,
-    )  # fmt: skip
+    argv = _component(cluster, "controller", driver, *args)
     return ComponentProcess(
         argv, _log_path(cluster, "controller"), ready_event="controller.started", env=env
     )
@@ -165,14 +169,13 @@ def start_webhook(
 ) -> ComponentProcess:
     """Start the admission webhook on a free port; :func:`logged_port` says which."""
     driver = names.driver if names else DEFAULT_DRIVER_NAME
-    argv = _gpushare(
+    argv = _component(
+        cluster,
         "webhook",
-        "--driver-name", driver,
-        "--kubeconfig", str(cluster.kubeconfig()),
+        driver,
         "--webhook-port", "0",
         "--tls-cert-file", str(cert_file),
         "--tls-key-file", str(key_file),
-        "--metrics-port", "-1",
         *args,
     )  # fmt: skip
     return ComponentProcess(argv, _log_path(cluster, "webhook"), ready_event="webhook.started")

@@ -52,13 +52,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from benchlib import emit, latency_summary, machine
+from prometheus_client.parser import text_string_to_metric_families
 
 from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
 from dra_driver.api.classes import default_device_classes
 from dra_driver.logging import configure_logging
 from dra_driver.nvml.inventory import Inventory, builtin_inventory
 from dra_driver.simulate.certs import write_self_signed
-from dra_driver.testing.apiserver.app import LoggedRequest
+from dra_driver.testing.apiserver.app import WRITE_VERBS, LoggedRequest
 from dra_driver.testing.apiserver.routing import RequestInfo
 from dra_driver.testing.cluster import FakeCluster
 from dra_driver.testing.processes import ComponentProcess, logged_port, start_webhook
@@ -130,7 +131,7 @@ def _round_trips(requests: Sequence[LoggedRequest]) -> int:
 
 def _is_write(request: RequestInfo) -> bool:
     """Whether the request changes what the API server stores (a real one commits to etcd)."""
-    return request.verb in ("create", "update", "patch", "delete", "deletecollection")
+    return request.verb in WRITE_VERBS
 
 
 def _per_pod(counter: Mapping[tuple[str, str, str], int], pods: int) -> dict[str, dict[str, float]]:
@@ -169,7 +170,7 @@ def run_mode(
         cluster.apply(share_template(NAMES, share, memory) for share in SHARES)
         webhook = None
         controller = (
-            # Leader-elected, as the chart deploys it: a firm Lease commits beside the gate.
+            # Leader-elected, as the chart deploys it: allocation and finalizer go together.
             start_leading_controller(cluster, NAMES, elect=True) if mode == "controller" else None
         )
         tracker = Tracker(cluster.api, NAMES, NAMESPACE)
@@ -308,23 +309,20 @@ def _review_times(port: int, ca: Path) -> dict[str, float]:
     the mean is exact (the histogram's sum over its count).
     """
     _, text = _get(port, ca, "/metrics")
-    series = 'gpushare_webhook_request_duration_seconds_bucket{kind="Pod",le="'
-    buckets = []
+    buckets: list[tuple[float, float]] = []
     count = total = 0.0
-    for line in text.splitlines():
-        if line.startswith(series) and 'operation="mutate"' in line:
-            bound = line[len(series) :].split('"', 1)[0]
-            buckets.append(
-                (float("inf") if bound == "+Inf" else float(bound), float(line.split()[-1]))
-            )
-        elif line.startswith("gpushare_webhook_request_duration_seconds_count{") and (
-            'kind="Pod"' in line and 'operation="mutate"' in line
-        ):
-            count = float(line.split()[-1])
-        elif line.startswith("gpushare_webhook_request_duration_seconds_sum{") and (
-            'kind="Pod"' in line and 'operation="mutate"' in line
-        ):
-            total = float(line.split()[-1])
+    for family in text_string_to_metric_families(text):
+        if family.name != "gpushare_webhook_request_duration_seconds":
+            continue
+        for sample in family.samples:
+            if sample.labels.get("kind") != "Pod" or sample.labels.get("operation") != "mutate":
+                continue
+            if sample.name.endswith("_bucket"):
+                buckets.append((float(sample.labels["le"]), sample.value))
+            elif sample.name.endswith("_count"):
+                count = sample.value
+            elif sample.name.endswith("_sum"):
+                total = sample.value
     buckets.sort()
 
     def bound_of(q: float) -> float:

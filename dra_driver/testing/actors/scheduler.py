@@ -36,10 +36,6 @@ log = get_logger(__name__)
 _UNSCHEDULABLE_RETRY_SECONDS: Final = 1.0
 
 
-def _resource_version(obj: Object | None) -> int:
-    return int((obj or {}).get("metadata", {}).get("resourceVersion") or 0)
-
-
 @dataclasses.dataclass(frozen=True)
 class _Cluster:
     """What a scheduling attempt reads of the cluster (allocate_on_node copies the state)."""
@@ -105,7 +101,8 @@ class Scheduler:
     def _claim(self, namespace: str, name: str) -> Object | None:
         cached = self._claims.get(namespace, name)
         assumed = self._assumed.get((namespace, name))
-        if assumed is not None and _resource_version(assumed) > _resource_version(cached):
+        version = objects.resource_version_number
+        if assumed is not None and version(assumed) > version(cached):
             return assumed
         self._assumed.pop((namespace, name), None)
         return cached

@@ -26,6 +26,8 @@ JSON = dict[str, Any]
 LOG: Final = logging.getLogger("dra_driver.testing.apiserver")
 _DUMPS: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 BOOTSTRAP_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")
+WRITE_VERBS: Final = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+"""The verbs that change what the server stores (and carry a body, but for deletes)."""
 
 
 @dataclass
@@ -76,7 +78,7 @@ class Response:
 
 
 def _decode_body(info: RequestInfo, raw: bytes) -> object:
-    if info.verb not in {"create", "update", "patch", "delete", "deletecollection"}:
+    if info.verb not in WRITE_VERBS:
         return None
     if not raw.strip():
         if info.verb in {"delete", "deletecollection"}:
