@@ -49,7 +49,7 @@ readonly BASE_MAX_AGE_DAYS=7
 readonly RUNTIME_UID=10001
 # Must not be in the image: the simulator's code and the dependencies only it needs, and build
 # tools. gpushare-dra-simulator is the simulator's own distribution.
-readonly ABSENT_MODULES=(dra_driver.testing dra_driver.simulate tests)
+readonly ABSENT_MODULES=(gpushare_simulator tests)
 readonly ABSENT_DISTRIBUTIONS=(
   gpushare-dra-simulator kubernetes-validate jsonschema cryptography pip setuptools wheel
 )

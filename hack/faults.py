@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The full reliability run: 100 kill/restart cycles under API faults, then the invariants.
 
-The same run as tests/faults (see dra_driver/testing/faultrun.py for what happens in a
-cycle and what is checked), at full size: three nodes of two cards, two controller replicas
-racing without leader election, and every cycle SIGKILLs the controller or a plugin at a
+The same run as tests/faults (see simulator/gpushare_simulator/harness/faultrun.py for what
+happens in a cycle and what is checked), at full size: three nodes of two cards, two controller
+replicas racing without leader election, and every cycle SIGKILLs the controller or a plugin at a
 random moment and restarts it. Prints the report, then one JSON line; exits 1 on any
 violation.
 
@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from dra_driver.testing.faultrun import FaultRun, FaultRunSettings
+from gpushare_simulator.harness.faultrun import FaultRun, FaultRunSettings
 
 
 def main() -> int:

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from dra_driver.testing.spawn import spawn
+from gpushare_simulator.harness.spawn import spawn
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,7 +10,8 @@ plugins' RSS can be read after every wave.
 Each wave creates its pods back to back, gated as the webhook would gate them: most name a
 ResourceClaimTemplate of a quarter, half or whole card (5:3:2), and a tenth share a named
 ResourceClaim, four pods each. It waits until every pod runs, checks the invariants
-(``dra_driver.testing.invariants``) under load, deletes every pod and shared claim, and waits
+(``gpushare_simulator.harness.invariants``) under load, deletes every pod and shared claim,
+and waits
 for the end state: no claim left allocated or with our finalizer, no CDI spec and no
 checkpoint entry on any node, every card free again in the controller's own accounting
 (its ``gpushare_controller_card_allocated`` metric).
@@ -49,6 +50,20 @@ from typing import Any, Final
 sys.path.insert(0, str(Path(__file__).resolve().parent / "bench"))
 
 from benchlib import emit, latency_summary, machine
+from gpushare_simulator.harness import invariants
+from gpushare_simulator.harness.cluster import FakeCluster
+from gpushare_simulator.harness.endstate import controller_cards_taken, leftovers, wait_clean
+from gpushare_simulator.harness.processes import ComponentProcess, start_plugin
+from gpushare_simulator.harness.workload import (
+    HARNESS_USER_AGENT,
+    SHARES,
+    Tracker,
+    Wave,
+    card_memory,
+    plan_wave,
+    share_template,
+    start_leading_controller,
+)
 from kubernetes import client
 
 from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
@@ -60,20 +75,6 @@ from dra_driver.kubeletplugin.settings import KubeletPluginSettings
 from dra_driver.logging import configure_logging
 from dra_driver.metrics.settings import ObservabilitySettings
 from dra_driver.nvml.inventory import Inventory, builtin_inventory, dump_inventory
-from dra_driver.testing import invariants
-from dra_driver.testing.cluster import FakeCluster
-from dra_driver.testing.endstate import controller_cards_taken, leftovers, wait_clean
-from dra_driver.testing.processes import ComponentProcess, start_plugin
-from dra_driver.testing.workload import (
-    HARNESS_USER_AGENT,
-    SHARES,
-    Tracker,
-    Wave,
-    card_memory,
-    plan_wave,
-    share_template,
-    start_leading_controller,
-)
 
 NAMES: Final = DriverNames.for_driver(DEFAULT_DRIVER_NAME)
 NAMESPACE: Final = "default"

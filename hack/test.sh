@@ -12,14 +12,15 @@ fi
 pip=(.venv/bin/python -m pip --quiet --disable-pip-version-check)
 # Dependency groups (PEP 735, [dependency-groups] in pyproject.toml) need pip >= 25.1.
 "${pip[@]}" install --upgrade "pip>=25.1"
-"${pip[@]}" install --editable . --group dev
+# The simulator and test harness are their own distribution (simulator/): installed beside it.
+"${pip[@]}" install --editable . --editable ./simulator --group dev
 
 echo "==> ruff check"
 .venv/bin/ruff check .
 echo "==> ruff format --check"
 .venv/bin/ruff format --check .
-echo "==> mypy --strict dra_driver and the hack/ scripts"
-.venv/bin/mypy --strict dra_driver
+echo "==> mypy --strict dra_driver, the simulator and the hack/ scripts"
+.venv/bin/mypy --strict dra_driver simulator/gpushare_simulator
 .venv/bin/mypy --strict hack/bench/*.py hack/faults.py hack/fuzz.py hack/load.py
 echo "==> helm and kubectl for the chart tests (.tools/bin)"
 ./hack/install-tools.sh

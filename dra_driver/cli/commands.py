@@ -15,32 +15,24 @@ from typing import TYPE_CHECKING, Final
 
 from dra_driver import __version__
 from dra_driver.cli.flags import settings_from_arguments
-from dra_driver.cli.simulate_settings import SimulateSettings
 from dra_driver.controller.settings import ControllerSettings
 from dra_driver.hamicore.region import RegionError
 from dra_driver.hamicore.settings import RegionSettings
 from dra_driver.k8s.errors import ApiError
 from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.kubeletplugin.settings import KubeletPluginSettings
-from dra_driver.logging import configure_logging
 from dra_driver.metrics.settings import ObservabilitySettings
 from dra_driver.ops.settings import CleanupSettings, StatusSettings
 from dra_driver.plan.errors import PlanInputError
 from dra_driver.plan.settings import PlanSettings
-from dra_driver.settings import CommonSettings, OutputSettings
+from dra_driver.settings import OutputSettings
 from dra_driver.webhook.settings import WebhookSettings
 
 if TYPE_CHECKING:
-    from dra_driver.cli.main import Invocation
+    from dra_driver.cli.command import Invocation
 
 EXIT_FAILURE: Final = 1
 EXIT_USAGE: Final = 2
-
-_SIMULATOR_MODULES: Final = ("dra_driver.simulate", "dra_driver.testing")
-SIMULATOR_MISSING: Final = (
-    "error: `simulate` needs the simulator, which this install does not have (components and "
-    "the image ship without it). From a clone of the repository: pip install . ./simulator"
-)
 
 # Runtime libraries whose versions matter when reporting a bug.
 _REPORTED_DISTRIBUTIONS: Final = (
@@ -51,31 +43,6 @@ _REPORTED_DISTRIBUTIONS: Final = (
     "structlog",
     "gpushare-dra-simulator",
 )
-
-
-def simulate(invocation: Invocation) -> int:
-    """Run the scenarios (or ``--apply``) on a fake cluster; exit 1 if one fails, 2 bad input.
-
-    The components log to stderr at ``error`` unless ``--log-level`` / ``LOG_LEVEL`` says
-    otherwise: the progress lines and the report are what this command is for.
-    """
-    # Imported here: the simulator is a separate distribution (gpushare-dra-simulator) that
-    # production installs and the image leave out.
-    try:
-        from dra_driver.simulate import command as simulate_command  # noqa: PLC0415
-    except ModuleNotFoundError as error:
-        if not (error.name or "").startswith(_SIMULATOR_MODULES):
-            raise
-        print(SIMULATOR_MISSING, file=sys.stderr)  # noqa: T201
-        return EXIT_FAILURE
-
-    common = invocation.settings(CommonSettings)
-    given = isinstance(getattr(invocation.namespace, "log_level", None), str)
-    if not given and not invocation.environ.get("LOG_LEVEL"):
-        configure_logging(level="error", fmt=common.log_format)
-    return simulate_command.run(
-        invocation.names, invocation.settings(SimulateSettings), sys.stdout, sys.stderr
-    )
 
 
 def _distribution_version(name: str) -> str:

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import difflib
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, TypeVar
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from typing import Any, Final
 
 from dra_driver import __version__
 from dra_driver.api import DriverNames, InvalidDriverNameError
 from dra_driver.cli import commands
+from dra_driver.cli.command import ENTRY_POINT_GROUP, TOOL_ENV_PREFIX, Command, Invocation
 from dra_driver.cli.flags import SettingsError, add_settings_arguments, settings_from_arguments
-from dra_driver.cli.simulate_settings import SimulateSettings
 from dra_driver.controller.settings import ControllerSettings
 from dra_driver.hamicore.settings import RegionSettings
 from dra_driver.k8s.settings import KubeClientSettings
@@ -31,40 +31,6 @@ EXIT_USAGE: Final = commands.EXIT_USAGE
 EXIT_BROKEN_PIPE: Final = 128 + 13
 """What a shell reports for a program killed by SIGPIPE."""
 
-S = TypeVar("S")
-
-
-@dataclasses.dataclass(frozen=True)
-class Invocation:
-    """A parsed command line plus the environment its settings fall back to."""
-
-    command: str
-    namespace: argparse.Namespace
-    environ: Mapping[str, str]
-    names: DriverNames
-    env_prefix: str = ""
-
-    def settings(self, settings_class: type[S]) -> S:
-        """Resolve one settings dataclass from flags, environment and defaults."""
-        return settings_from_arguments(
-            settings_class, self.namespace, self.environ, env_prefix=self.env_prefix
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class Command:
-    """A subcommand: its help, the settings it accepts and what it runs."""
-
-    name: str
-    help: str
-    settings: tuple[type[Any], ...]
-    run: Callable[[Invocation], int]
-    env_prefix: str = ""
-    """Prefix of the environment variables it reads: none for the components, whose chart
-    sets them, ``GPUSHARE_`` for the tools run at a shell, which exports anything."""
-
-
-TOOL_ENV_PREFIX: Final = "GPUSHARE_"
 
 COMMANDS: Final = (
     Command(
@@ -84,14 +50,6 @@ COMMANDS: Final = (
         "validate GPU share requests and gate pods for the controller (admission webhook)",
         (WebhookSettings, KubeClientSettings, ObservabilitySettings),
         commands.webhook,
-    ),
-    Command(
-        "simulate",
-        "run the driver on a fake cluster with fake GPUs: the acceptance scenarios, or your "
-        "manifests",
-        (SimulateSettings,),
-        commands.simulate,
-        TOOL_ENV_PREFIX,
     ),
     Command(
         "plan",
@@ -128,7 +86,43 @@ COMMANDS: Final = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Subcommands that other distributions add, with what to install for each: asked for without
+# it, the command says so instead of argparse's "invalid choice".
+EXTENSIONS: Final = {
+    "simulate": (
+        "the simulator, which this install does not have (components and the image ship "
+        "without it). From a clone of the repository: pip install . ./simulator"
+    ),
+}
+
+
+def available_commands() -> tuple[Command, ...]:
+    """Return the built-in commands and those installed distributions add.
+
+    A distribution adds one with an entry point in ``gpushare_dra.commands`` whose name is the
+    subcommand's and whose object is a :class:`Command`. One that cannot be loaded is left out
+    with a warning: a broken add-on must not stop the driver's own commands.
+    """
+    found = list(COMMANDS)
+    for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            command = entry.load()
+        except Exception as exc:  # noqa: BLE001 - any failure of foreign code means "not offered"
+            problem = f"{type(exc).__name__}: {exc}"
+        else:
+            taken = any(c.name == entry.name for c in found)
+            if isinstance(command, Command) and command.name == entry.name and not taken:
+                found.append(command)
+                continue
+            problem = "not a Command of that name, or a name already taken"
+        print(  # noqa: T201
+            f"{PROG}: warning: command {entry.name!r} of {entry.value} is left out: {problem}",
+            file=sys.stderr,
+        )
+    return tuple(found)
+
+
+def build_parser(available: Sequence[Command] | None = None) -> argparse.ArgumentParser:
     """Build the full parser; every flag also reads its UPPER_SNAKE_CASE env variable."""
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -140,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in COMMANDS:
+    for command in available_commands() if available is None else available:
         sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
         classes: tuple[type[Any], ...] = (CommonSettings, *command.settings)
         for settings_class in classes:
@@ -151,9 +145,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     """Run ``gpushare-dra``; returns the process exit status."""
     environ = os.environ if environ is None else environ
-    parser = build_parser()
-    namespace, extra = parser.parse_known_args(argv)
-    command = next(c for c in COMMANDS if c.name == namespace.command)
+    available = available_commands()
+    args = list(sys.argv[1:] if argv is None else argv)
+    missing = EXTENSIONS.get(args[0]) if args else None
+    if missing is not None and all(c.name != args[0] for c in available):
+        print(f"{PROG} {args[0]}: error: `{args[0]}` needs {missing}", file=sys.stderr)  # noqa: T201
+        return commands.EXIT_FAILURE
+    parser = build_parser(available)
+    namespace, extra = parser.parse_known_args(args)
+    command = next(c for c in available if c.name == namespace.command)
     if extra:
         problem = _unknown(extra, parser, command.name)
         print(f"{PROG} {command.name}: error: {problem}", file=sys.stderr)  # noqa: T201

@@ -52,18 +52,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from benchlib import emit, latency_summary, machine
-from prometheus_client.parser import text_string_to_metric_families
-
-from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
-from dra_driver.api.classes import default_device_classes
-from dra_driver.logging import configure_logging
-from dra_driver.nvml.inventory import Inventory, builtin_inventory
-from dra_driver.simulate.certs import write_self_signed
-from dra_driver.testing.apiserver.app import WRITE_VERBS, LoggedRequest
-from dra_driver.testing.apiserver.routing import RequestInfo
-from dra_driver.testing.cluster import FakeCluster
-from dra_driver.testing.processes import ComponentProcess, logged_port, start_webhook
-from dra_driver.testing.workload import (
+from gpushare_simulator.harness.apiserver.app import WRITE_VERBS, LoggedRequest
+from gpushare_simulator.harness.apiserver.routing import RequestInfo
+from gpushare_simulator.harness.cluster import FakeCluster
+from gpushare_simulator.harness.processes import ComponentProcess, logged_port, start_webhook
+from gpushare_simulator.harness.workload import (
     HARNESS_USER_AGENT,
     SHARES,
     Tracker,
@@ -75,6 +68,13 @@ from dra_driver.testing.workload import (
     share_template,
     start_leading_controller,
 )
+from gpushare_simulator.simulate.certs import write_self_signed
+from prometheus_client.parser import text_string_to_metric_families
+
+from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
+from dra_driver.api.classes import default_device_classes
+from dra_driver.logging import configure_logging
+from dra_driver.nvml.inventory import Inventory, builtin_inventory
 
 NAMES: Final = DriverNames.for_driver(DEFAULT_DRIVER_NAME)
 NAMESPACE: Final = "default"

@@ -2,8 +2,8 @@
 """Benchmark the controller's memory at cluster scale, with its informers slimmed and without.
 
 A fake API server (no harness actors: nothing but the controller acts) holding N nodes x 8
-H100 80GB cards, shaped like
-a real one (see dra_driver/testing/lifelike.py: nodes with their image lists and conditions,
+H100 80GB cards, shaped like a real one (see
+simulator/gpushare_simulator/harness/lifelike.py: nodes with their image lists and conditions,
 running Deployment pods with environment, probes and container statuses, managedFields on
 every object), holding C allocated claims, each reserved for one running pod. Then
 ``gpushare-dra controller`` runs against it twice, as a real process, one after the other:
@@ -34,14 +34,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from benchlib import emit, machine
+from gpushare_simulator.harness.apiserver import FakeApiServer
+from gpushare_simulator.harness.lifelike import lifelike_claim, lifelike_node, lifelike_pod
+from gpushare_simulator.harness.processes import ComponentProcess
 
 from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
 from dra_driver.api.classes import default_device_classes
 from dra_driver.nvml.inventory import Inventory, parse_inventory
 from dra_driver.plan.inventory import node_object, node_slices
-from dra_driver.testing.apiserver import FakeApiServer
-from dra_driver.testing.lifelike import lifelike_claim, lifelike_node, lifelike_pod
-from dra_driver.testing.processes import ComponentProcess
 
 Object = dict[str, Any]
 

@@ -39,11 +39,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from benchlib import emit, latency_summary, machine
+from gpushare_simulator.harness.regions import FakeProcess, FakeTask
+from gpushare_simulator.simulate.cudawork import CudaProcess
 
 from dra_driver.kubeletplugin.entries import ShareCard, ShareInfo
 from dra_driver.kubeletplugin.monitor import MonitoredClaim, RegionMonitor
-from dra_driver.simulate.cudawork import CudaProcess
-from dra_driver.testing.regions import FakeProcess, FakeTask
 
 GIB: Final = 1024**3
 CPU_TARGET_PERCENT: Final = 2.0

@@ -34,6 +34,9 @@ from typing import Any, Final
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import emit, latency_summary, machine
+from gpushare_simulator.harness.cluster import FakeCluster
+from gpushare_simulator.harness.processes import ComponentProcess, start_controller, start_plugin
+from gpushare_simulator.harness.workload import SHARES, PlannedPod, publish_slices, share_template
 from kubernetes import client
 
 from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
@@ -43,9 +46,6 @@ from dra_driver.k8s.client import USER_AGENT_PREFIX
 from dra_driver.k8s.settings import WATCH_GRACE_SECONDS, ApiTimeouts
 from dra_driver.logging import configure_logging
 from dra_driver.nvml.inventory import Inventory, builtin_inventory, dump_inventory
-from dra_driver.testing.cluster import FakeCluster
-from dra_driver.testing.processes import ComponentProcess, start_controller, start_plugin
-from dra_driver.testing.workload import SHARES, PlannedPod, publish_slices, share_template
 
 NAMES: Final = DriverNames.for_driver(DEFAULT_DRIVER_NAME)
 NAMESPACE: Final = "default"

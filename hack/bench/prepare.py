@@ -43,6 +43,8 @@ from typing import Any, Final, Protocol
 
 import grpc
 from benchlib import emit, latency_summary, machine
+from gpushare_simulator.harness.cluster import FakeCluster
+from gpushare_simulator.harness.processes import ComponentProcess, start_plugin
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
@@ -57,8 +59,6 @@ from dra_driver.kubeletplugin.paths import NodePaths
 from dra_driver.kubeletplugin.state import ClaimPreparer, ClaimRef
 from dra_driver.logging import LogFormat, configure_logging
 from dra_driver.nvml.inventory import Card, dump_inventory, parse_inventory
-from dra_driver.testing.cluster import FakeCluster
-from dra_driver.testing.processes import ComponentProcess, start_plugin
 
 Object = dict[str, Any]
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from badinput.kit import JUDGES, NAMES, Entry, corpus, load, plugin_node, verdict
+from gpushare_simulator.simulate.stack import Stack
 from kubernetes import client
 from webhook.kit import classes
 
@@ -15,7 +16,6 @@ from dra_driver.controller.settings import ControllerSettings
 from dra_driver.k8s import raw
 from dra_driver.k8s.errors import ApiError
 from dra_driver.nvml.inventory import builtin_inventory
-from dra_driver.simulate.stack import Stack
 
 FILES = corpus()
 

@@ -13,13 +13,13 @@ import pytest
 
 from dra_driver import __version__
 from dra_driver.cli.flags import env_name
-from dra_driver.cli.main import COMMANDS, build_parser, main
+from dra_driver.cli import main as cli_main
+from dra_driver.cli.main import COMMANDS, available_commands, build_parser, main
 
 SUBCOMMANDS = (
     "controller",
     "kubelet-plugin",
     "webhook",
-    "simulate",
     "plan",
     "status",
     "cleanup",
@@ -29,15 +29,36 @@ SUBCOMMANDS = (
 
 
 def test_all_subcommands_exist() -> None:
-    """The binary offers exactly the agreed subcommands."""
+    """The binary offers the agreed subcommands, and `simulate` where the simulator is installed."""
     assert tuple(c.name for c in COMMANDS) == SUBCOMMANDS
+    assert tuple(c.name for c in available_commands()) == (*SUBCOMMANDS, "simulate")
+
+
+class _Entry:
+    """An entry point whose object cannot be loaded."""
+
+    name = "broken"
+    value = "somewhere:BROKEN"
+
+    def load(self) -> object:
+        raise ImportError("no module named somewhere")
+
+
+def test_a_broken_extension_is_left_out_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An add-on command that fails to load is named on stderr and the built-ins still run."""
+    monkeypatch.setattr(cli_main.metadata, "entry_points", lambda **_: [_Entry()])
+    assert main(["version"]) == 0
+    error = capsys.readouterr().err
+    assert "command 'broken' of somewhere:BROKEN is left out: ImportError" in error
 
 
 def test_every_flag_of_every_subcommand_names_its_env_variable() -> None:
     """Each subcommand's --help documents the env variable of every long flag."""
     parser = build_parser()
     subparsers = next(a for a in parser._actions if a.dest == "command")
-    prefixes = {command.name: command.env_prefix for command in COMMANDS}
+    prefixes = {command.name: command.env_prefix for command in available_commands()}
     for name, sub in subparsers.choices.items():  # type: ignore[attr-defined]
         for action in sub._actions:
             long_flags = [o for o in action.option_strings if o.startswith("--") and o != "--help"]

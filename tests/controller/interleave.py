@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.kit import NAMES, slices_of
+from gpushare_simulator.harness.cluster import node_object
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
@@ -27,7 +28,6 @@ from dra_driver.k8s.errors import ConflictError, InvalidError
 from dra_driver.k8s.informer import object_key
 from dra_driver.k8s.reconcile import Requeue
 from dra_driver.nvml.inventory import NodeInventory
-from dra_driver.testing.cluster import node_object
 
 Object = dict[str, Any]
 _versions = itertools.count(100)

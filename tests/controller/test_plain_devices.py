@@ -15,11 +15,11 @@ from controller.test_controller_e2e import (
     running,
     template,
 )
+from gpushare_simulator.harness.cluster import FakeCluster
 
 from dra_driver.api.classes import default_device_classes
 from dra_driver.kubeletplugin.slices import with_generation
 from dra_driver.nvml.inventory import Inventory
-from dra_driver.testing.cluster import FakeCluster
 
 
 @contextmanager

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from controller.interleave import Server, claim_obj, make, pod_obj, settle
 from controller.kit import NAMES, node
+from gpushare_simulator.harness import invariants
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +21,6 @@ from dra_driver.controller.allocator import Allocator
 from dra_driver.controller.releaser import Releaser
 from dra_driver.k8s.errors import ConflictError
 from dra_driver.k8s.reconcile import Requeue
-from dra_driver.testing import invariants
 
 Object = dict[str, Any]
 Step = tuple[str, int, Any]

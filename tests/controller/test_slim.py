@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from controller.kit import NAMES, node
 from controller.test_controller_e2e import bound, claims, gated_pod, harness, running
+from gpushare_simulator.harness.lifelike import lifelike_claim, lifelike_node, lifelike_pod
 
 from dra_driver.controller.slim import Slimmer, compact
 from dra_driver.k8s import objects
 from dra_driver.k8s.podaffinity import Placement, relevant
 from dra_driver.k8s.podfit import NodeUsage, demand
 from dra_driver.k8s.scheduling import node_unfit_reason
-from dra_driver.testing.lifelike import lifelike_claim, lifelike_node, lifelike_pod
 
 Object = dict[str, Any]
 SLIM = Slimmer()

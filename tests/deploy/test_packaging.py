@@ -14,12 +14,11 @@ from pathlib import Path
 import pytest
 
 from dra_driver import __version__
-from dra_driver import simulate as simulate_package
-from dra_driver.cli import commands
+from dra_driver.cli import main as cli_main
+from dra_driver.cli.command import ENTRY_POINT_GROUP
 from dra_driver.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
-SIMULATOR_ONLY = ("dra_driver/simulate/", "dra_driver/testing/")
 SIMULATOR_DEPENDENCIES = {"kubernetes-validate", "jsonschema", "cryptography"}
 
 
@@ -65,9 +64,9 @@ def _requirement_names(metadata: email.message.Message) -> set[str]:
 def test_driver_wheel_holds_no_simulator_code_and_no_simulator_dependency(
     wheels: dict[str, Path],
 ) -> None:
-    """The components' wheel leaves out dra_driver/simulate, dra_driver/testing and their deps."""
+    """The components' wheel holds dra_driver alone: no simulator, harness or their deps."""
     names = _names(wheels["gpushare_dra_driver"])
-    assert not [name for name in names if name.startswith(SIMULATOR_ONLY)]
+    assert {name.split("/")[0] for name in names if "dist-info" not in name} == {"dra_driver"}
     assert "dra_driver/cli/main.py" in names
     # What the components read at run time is in: the built-in inventories and the stubs.
     assert "dra_driver/nvml/inventories/qgpu-runbook.yaml" in names
@@ -80,12 +79,14 @@ def test_simulator_wheel_carries_the_harness_examples_and_its_dependencies(
 ) -> None:
     """The simulator wheel has the harness, `simulate`, the examples, and the pinned driver."""
     names = set(_names(wheels["gpushare_dra_simulator"]))
-    assert {"dra_driver/testing/__init__.py", "dra_driver/simulate/command.py"} <= names
+    assert {
+        "gpushare_simulator/harness/__init__.py",
+        "gpushare_simulator/simulate/command.py",
+    } <= names
     examples = {path.name for path in (ROOT / "deploy" / "examples").glob("*.yaml")}
-    assert {f"dra_driver/simulate/examples/{name}" for name in examples} <= names
+    assert {f"gpushare_simulator/simulate/examples/{name}" for name in examples} <= names
     # Nothing of the driver's own modules: the two wheels never install the same file.
-    ours = [name for name in names if name.startswith("dra_driver/")]
-    assert all(name.startswith(SIMULATOR_ONLY) for name in ours)
+    assert {n.split("/")[0] for n in names if "dist-info" not in n} == {"gpushare_simulator"}
     metadata = _metadata(wheels["gpushare_dra_simulator"])
     assert metadata["Version"] == __version__
     requirements = set(metadata.get_all("Requires-Dist") or [])
@@ -95,14 +96,20 @@ def test_simulator_wheel_carries_the_harness_examples_and_its_dependencies(
     assert _requirement_names(metadata) == SIMULATOR_DEPENDENCIES | {"gpushare-dra-driver"}
 
 
+def test_simulator_wheel_adds_simulate_to_the_cli_by_entry_point(wheels: dict[str, Path]) -> None:
+    """`gpushare-dra simulate` reaches the simulator through its wheel's entry point alone."""
+    with zipfile.ZipFile(wheels["gpushare_dra_simulator"]) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/entry_points.txt"))
+        text = archive.read(name).decode()
+    assert f"[{ENTRY_POINT_GROUP}]\nsimulate = gpushare_simulator.cli:SIMULATE" in text
+
+
 def test_simulate_without_the_simulator_says_how_to_install_it(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """With dra_driver.simulate missing, `simulate` exits 1 naming the install command."""
-    # None in sys.modules makes the import fail as if the package were not installed; the
-    # package must also forget the submodule an earlier test may have imported.
-    monkeypatch.setitem(sys.modules, "dra_driver.simulate.command", None)
-    monkeypatch.delattr(simulate_package, "command", raising=False)
+    """Without the simulator's entry point, `simulate` exits 1 naming the install command."""
+    monkeypatch.setattr(cli_main.metadata, "entry_points", lambda **_: [])
     assert main(["simulate"]) == 1
-    assert capsys.readouterr().err.strip() == commands.SIMULATOR_MISSING
-    assert "pip install . ./simulator" in commands.SIMULATOR_MISSING
+    error = capsys.readouterr().err
+    assert "`simulate` needs the simulator" in error
+    assert "pip install . ./simulator" in error

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from dra_driver.testing.faultrun import FaultRun, FaultRunSettings
+from gpushare_simulator.harness.faultrun import FaultRun, FaultRunSettings
 
 
 @pytest.mark.parametrize(

@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gpushare_simulator.harness import invariants
+from gpushare_simulator.harness.invariants import NodeFiles
+
 from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
 from dra_driver.cdi import spec_file_name
-from dra_driver.testing import invariants
-from dra_driver.testing.invariants import NodeFiles
 
 NAMES = DriverNames.for_driver(DEFAULT_DRIVER_NAME)
 DRIVER = NAMES.driver

@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 from gpu import hamicore_build
+from gpushare_simulator.harness.actors.cdiresolve import resolve
+from gpushare_simulator.simulate.cudawork import host_path
 
 from dra_driver.api import DEFAULT_DRIVER_NAME, Backend, DriverNames
 from dra_driver.cdi import atomic_write_json, spec_file_name
@@ -34,8 +36,6 @@ from dra_driver.kubeletplugin.slices import device_name
 from dra_driver.nvml.inventory import Card
 from dra_driver.nvml.real import NvmlCardSource
 from dra_driver.nvml.source import DiscoveryError
-from dra_driver.simulate.cudawork import host_path
-from dra_driver.testing.actors.cdiresolve import resolve
 
 pytestmark = pytest.mark.gpu
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from dra_driver.testing.controlplane import e2e_bin_dir as configured_bin_dir
+from gpushare_simulator.harness.controlplane import e2e_bin_dir as configured_bin_dir
 
 
 @pytest.fixture

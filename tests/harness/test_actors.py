@@ -8,13 +8,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from gpushare_simulator.harness.cluster import FakeCluster
 from harness.manifests import DEVICE_CLASS, DRIVER, INVENTORY, POD, TEMPLATE
 from harness.minimal_plugin import MinimalPlugin
 from kubernetes import client
 
 from dra_driver.k8s import raw
 from dra_driver.k8s.errors import NotFoundError
-from dra_driver.testing.cluster import FakeCluster
 
 FINALIZER = f"{DRIVER}/allocation"
 

@@ -7,13 +7,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpushare_simulator.harness.cluster import FakeCluster
 from harness.manifests import DEVICE_CLASS, DRIVER, INVENTORY, POD, TEMPLATE
 from harness.minimal_plugin import MinimalPlugin
 from kubernetes import client
 
 from dra_driver.k8s import raw
 from dra_driver.k8s.errors import NotFoundError
-from dra_driver.testing.cluster import FakeCluster
 
 
 def test_template_pod_is_allocated_bound_prepared_and_cleaned_up(

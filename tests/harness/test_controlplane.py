@@ -21,10 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client
-
-from dra_driver.api import DEFAULT_DRIVER_NAME
-from dra_driver.testing.controlplane import (
+from gpushare_simulator.harness.controlplane import (
     BINARIES,
     E2E_BIN_DIR_ENV,
     ControlPlaneError,
@@ -38,6 +35,9 @@ from dra_driver.testing.controlplane import (
     parse_kube_version,
     validate_bin_dir,
 )
+from kubernetes import client
+
+from dra_driver.api import DEFAULT_DRIVER_NAME
 
 OPENSSL = shutil.which("openssl")
 needs_openssl = pytest.mark.skipif(OPENSSL is None, reason="the openssl command is not installed")

@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from gpushare_simulator.harness.actors.firstfit import (
+    AllocatedState,
+    Unallocatable,
+    allocate_on_node,
+)
 from harness.manifests import DRIVER
 from harness.manifests import device as card
-
-from dra_driver.testing.actors.firstfit import AllocatedState, Unallocatable, allocate_on_node
 
 GI = 1024**3
 

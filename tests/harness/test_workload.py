@@ -9,6 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpushare_simulator.harness.cluster import FakeCluster
+from gpushare_simulator.harness.endstate import controller_cards_taken, leftovers
+from gpushare_simulator.harness.workload import (
+    SHARES,
+    PlannedPod,
+    claim_spec,
+    plan_wave,
+)
 from harness.apiserver.builders import SHARE_ID
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -19,14 +27,6 @@ from dra_driver.controller.engine import Snapshot
 from dra_driver.controller.metrics import CardCollector
 from dra_driver.nvml.inventory import builtin_inventory
 from dra_driver.plan.inventory import node_object, node_slices
-from dra_driver.testing.cluster import FakeCluster
-from dra_driver.testing.endstate import controller_cards_taken, leftovers
-from dra_driver.testing.workload import (
-    SHARES,
-    PlannedPod,
-    claim_spec,
-    plan_wave,
-)
 
 NAMES = DriverNames.for_driver(DEFAULT_DRIVER_NAME)
 CARD = 80 * 2**30

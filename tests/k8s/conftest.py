@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-
-from dra_driver.testing.apiserver import FakeApiServer
+from gpushare_simulator.harness.apiserver import FakeApiServer
 
 
 @pytest.fixture

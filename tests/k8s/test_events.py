@@ -6,11 +6,11 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from gpushare_simulator.harness.apiserver import FakeApiServer
 from kubernetes import client
 
 from dra_driver.k8s import raw
 from dra_driver.k8s.events import EventRecorder, EventSender
-from dra_driver.testing.apiserver import FakeApiServer
 
 POD = {
     "apiVersion": "v1",

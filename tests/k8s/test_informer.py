@@ -7,12 +7,12 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from gpushare_simulator.harness.apiserver import FakeApiServer
 from kubernetes import client
 
 from dra_driver.k8s import raw
 from dra_driver.k8s.informer import EventType, Informer, Object
 from dra_driver.k8s.settings import ApiTimeouts
-from dra_driver.testing.apiserver import FakeApiServer
 
 
 def slice_(name: str, node: str) -> Object:

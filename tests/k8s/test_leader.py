@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from gpushare_simulator.harness.apiserver import FakeApiServer
 
 from dra_driver.k8s.leader import LeaderElectionSettings, LeaderElector
-from dra_driver.testing.apiserver import FakeApiServer
 
 LEASE = "gpushare-controller"
 NAMESPACE = "default"

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from gpushare_simulator.harness.apiserver import FakeApiServer
 from kubernetes import client
 
 from dra_driver.k8s import raw
 from dra_driver.k8s.errors import NotFoundError
-from dra_driver.testing.apiserver import FakeApiServer
 
 
 def test_get_reads_an_object_and_maps_a_missing_one_to_not_found(server: FakeApiServer) -> None:

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from gpushare_simulator.harness.apiserver import FakeApiServer
 from kubernetes import client
 
 from dra_driver.k8s import raw
@@ -17,7 +18,6 @@ from dra_driver.k8s.errors import RetryableError
 from dra_driver.k8s.informer import Informer
 from dra_driver.k8s.settings import ApiTimeouts, KubeClientSettings
 from dra_driver.settings import InvalidSettingError
-from dra_driver.testing.apiserver import FakeApiServer
 
 SHORT = ApiTimeouts(connect=1.0, request=0.5, watch=1)
 # What a test allows a bounded wait: far above any timeout here, far below "for ever".

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from gpushare_simulator.harness.regions import FakeProcess, FakeTask
 from hamicore.golden import golden_region
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
@@ -20,7 +21,6 @@ from dra_driver.kubeletplugin.entries import (
 )
 from dra_driver.kubeletplugin.metrics import ShareCollector
 from dra_driver.kubeletplugin.monitor import MonitoredClaim, RegionMonitor, monitored_claims
-from dra_driver.testing.regions import FakeProcess, FakeTask
 
 A, B = "GPU-aaaaaaaa-0000-4000-8000-000000000001", "GPU-bbbbbbbb-0000-4000-8000-000000000002"
 GI = 1 << 30

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from gpushare_simulator.harness.cluster import FakeCluster
+from gpushare_simulator.harness.processes import start_plugin
 from harness.manifests import DEVICE_CLASS
 from kubeletplugin.test_plugin_e2e import INVENTORY
 from prometheus_client import CollectorRegistry
@@ -18,8 +20,6 @@ from dra_driver.kubeletplugin.metrics import PluginMetrics
 from dra_driver.kubeletplugin.publisher import sharing_mode
 from dra_driver.metrics import ObservabilityServer
 from dra_driver.nvml.inventory import load_inventory
-from dra_driver.testing.cluster import FakeCluster
-from dra_driver.testing.processes import start_plugin
 
 PLAIN = (
     "sharing: plain-devices (the API server has no DRAConsumableCapacity; the controller "

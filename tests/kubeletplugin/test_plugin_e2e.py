@@ -13,6 +13,10 @@ from typing import Any
 
 import grpc
 import pytest
+from gpushare_simulator.harness.cluster import FakeCluster
+from gpushare_simulator.harness.processes import start_plugin
+from gpushare_simulator.harness.regions import FakeProcess, FakeTask
+from gpushare_simulator.simulate.cudawork import fake_task
 from harness.manifests import DEVICE_CLASS, DRIVER
 from kubernetes import client
 
@@ -22,10 +26,6 @@ from dra_driver.api import DriverNames
 from dra_driver.cdi import validate_spec
 from dra_driver.k8s import raw
 from dra_driver.nvml.inventory import load_inventory
-from dra_driver.simulate.cudawork import fake_task
-from dra_driver.testing.cluster import FakeCluster
-from dra_driver.testing.processes import start_plugin
-from dra_driver.testing.regions import FakeProcess, FakeTask
 
 GIB = 1024**3
 

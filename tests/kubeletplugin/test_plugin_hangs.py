@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from gpushare_simulator.harness.cluster import FakeCluster
+from gpushare_simulator.harness.processes import ComponentProcess, start_plugin
 from harness.manifests import DEVICE_CLASS, DRIVER
 from kubeletplugin.test_plugin_e2e import INVENTORY, container_env, pod, template
 from kubernetes import client
@@ -20,8 +22,6 @@ from kubernetes import client
 from dra_driver.k8s import raw
 from dra_driver.k8s.client import USER_AGENT_PREFIX
 from dra_driver.nvml.inventory import load_inventory
-from dra_driver.testing.cluster import FakeCluster
-from dra_driver.testing.processes import ComponentProcess, start_plugin
 
 # Far above what recovering takes (a few seconds), far below "for ever".
 BOUND = 30.0

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import pytest
+from gpushare_simulator.harness.apiserver import FakeApiServer
 from kubernetes import client
 from structlog.testing import capture_logs
 
@@ -18,7 +19,6 @@ from dra_driver.k8s.settings import ApiTimeouts
 from dra_driver.kubeletplugin.publisher import SlicePublisher
 from dra_driver.kubeletplugin.slices import desired_slices, slice_name
 from dra_driver.nvml.inventory import Card, Health
-from dra_driver.testing.apiserver import FakeApiServer
 
 NAMES = DriverNames.for_driver(DEFAULT_DRIVER_NAME)
 NODE = "node-a"

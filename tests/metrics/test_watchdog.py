@@ -8,6 +8,7 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
+from gpushare_simulator.harness.apiserver import FakeApiServer
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
@@ -16,7 +17,6 @@ from dra_driver.k8s.reconcile import ReconcileLoop, Requeue
 from dra_driver.k8s.settings import ApiTimeouts
 from dra_driver.metrics import ObservabilityServer
 from dra_driver.metrics.watchdog import liveness_checks, register_silence
-from dra_driver.testing.apiserver import FakeApiServer
 
 
 class Clock:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpushare_simulator.harness.apiserver import FakeApiServer
+
 from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
 from dra_driver.nvml.inventory import builtin_inventory
 from dra_driver.plan.inventory import node_object, node_slices
-from dra_driver.testing.apiserver import FakeApiServer
 
 NAMES = DriverNames.for_driver(DEFAULT_DRIVER_NAME)
 SHARE_ID = "7d3f1c2a-0000-4000-8000-000000000001"

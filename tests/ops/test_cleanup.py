@@ -7,12 +7,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from gpushare_simulator.harness.apiserver import FakeApiServer
 from kubernetes import client
 from ops.builders import NAMES, claim, pod, share
 
 from dra_driver.cli.main import main
 from dra_driver.ops.cleanup import Cleaner, CleanupError
-from dra_driver.testing.apiserver import FakeApiServer
 
 OTHER_FINALIZER = "example.com/keep"
 OTHER_GATE = "example.com/wait"

@@ -8,13 +8,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from gpushare_simulator.harness.apiserver import FakeApiServer
 from ops.builders import NAMES, claim, pod, seed_cards, share, whole
 
 from dra_driver.cli.main import kubectl_plugin, main
 from dra_driver.kubeletplugin.slices import desired_slices, with_generation
 from dra_driver.nvml.inventory import builtin_inventory
 from dra_driver.plan.inventory import node_object
-from dra_driver.testing.apiserver import FakeApiServer
 
 SECOND_SHARE = "7d3f1c2a-0000-4000-8000-000000000002"
 

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpushare_simulator.harness.apiserver import FakeApiServer
 from plan.builders import EXAMPLE, NAMES
 
 from dra_driver.api.classes import default_device_classes
 from dra_driver.cli.main import main
 from dra_driver.nvml.inventory import builtin_inventory
 from dra_driver.plan.inventory import node_object, node_slices
-from dra_driver.testing.apiserver import FakeApiServer
 
 # What someone else's pod already holds on node-2's first card: 12 of its 15 GiB.
 EXISTING_CLAIM = {

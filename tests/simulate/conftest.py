@@ -9,13 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from gpushare_simulator.harness.controlplane import e2e_bin_dir as configured_bin_dir
+from gpushare_simulator.simulate.runner import Runner
+from gpushare_simulator.simulate.stack import Stack
 from simulate.kit import NAMES, FullRun, simulation_dirs
 
 from dra_driver.controller.settings import ControllerSettings
 from dra_driver.nvml.inventory import builtin_inventory
-from dra_driver.simulate.runner import Runner
-from dra_driver.simulate.stack import Stack
-from dra_driver.testing.controlplane import e2e_bin_dir as configured_bin_dir
 
 
 @pytest.fixture(scope="module")

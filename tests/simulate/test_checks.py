@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dra_driver.simulate.cards import Card
-from dra_driver.simulate.checks import (
+from gpushare_simulator.simulate.cards import Card
+from gpushare_simulator.simulate.checks import (
     DifferentCards,
     KernelsAre,
     PodIs,
@@ -14,8 +14,8 @@ from dra_driver.simulate.checks import (
     StepFacts,
     Undisturbed,
 )
-from dra_driver.simulate.cudawork import TaskFact
-from dra_driver.simulate.observe import PodFact, ShareFact, Snapshot
+from gpushare_simulator.simulate.cudawork import TaskFact
+from gpushare_simulator.simulate.observe import PodFact, ShareFact, Snapshot
 
 GIB = 1024**3
 CARD_0 = Card(

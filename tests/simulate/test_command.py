@@ -12,16 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpushare_simulator.settings import SimulateSettings
+from gpushare_simulator.simulate import command
+from gpushare_simulator.simulate import runner as runner_module
+from gpushare_simulator.simulate.command import controller_settings, examples_dir
+from gpushare_simulator.simulate.progress import Progress
+from gpushare_simulator.simulate.runner import Runner
+from gpushare_simulator.simulate.stack import Stack, StackError
 from simulate.kit import NAMES, FullRun, simulation_dirs
 
 from dra_driver.api import Placement
-from dra_driver.cli.simulate_settings import SimulateSettings
-from dra_driver.simulate import command
-from dra_driver.simulate import runner as runner_module
-from dra_driver.simulate.command import controller_settings, examples_dir
-from dra_driver.simulate.progress import Progress
-from dra_driver.simulate.runner import Runner
-from dra_driver.simulate.stack import Stack, StackError
 
 APPLY = """
 apiVersion: resource.k8s.io/v1

@@ -9,12 +9,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from gpushare_simulator.harness.actors.cdiresolve import ContainerEdits
+from gpushare_simulator.simulate import cudawork
+from gpushare_simulator.simulate.cudawork import CudaWork, CudaWorkError, TaskFact, host_path
 
 from dra_driver.hamicore.region import decode_region
 from dra_driver.hamicore.regionfile import RegionFile
-from dra_driver.simulate import cudawork
-from dra_driver.simulate.cudawork import CudaWork, CudaWorkError, TaskFact, host_path
-from dra_driver.testing.actors.cdiresolve import ContainerEdits
 
 MIB = 1024 * 1024
 UUID = "GPU-26975e32-62e5-543b-ac29-e97c231c6291"

@@ -7,18 +7,18 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from dra_driver.api import MAX_PARAMETERS_BYTES
-from dra_driver.cli.simulate_settings import DEFAULT_INVENTORY
-from dra_driver.nvml.inventory import builtin_inventory
-from dra_driver.simulate.command import examples_dir
-from dra_driver.simulate.manifests import (
+from gpushare_simulator.settings import DEFAULT_INVENTORY
+from gpushare_simulator.simulate.command import examples_dir
+from gpushare_simulator.simulate.manifests import (
     HOSTNAME_LABEL,
     ManifestError,
     load_manifest,
     parse_manifest,
 )
-from dra_driver.simulate.scenarios import SCENARIOS, Apply, Scenario
+from gpushare_simulator.simulate.scenarios import SCENARIOS, Apply, Scenario
+
+from dra_driver.api import MAX_PARAMETERS_BYTES
+from dra_driver.nvml.inventory import builtin_inventory
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,9 +6,8 @@ import dataclasses
 import re
 from pathlib import Path
 
+from gpushare_simulator.settings import SimulateSettings
 from simulate.kit import FullRun
-
-from dra_driver.cli.simulate_settings import SimulateSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 # What differs from run to run: generated claim names, durations, and the order in which a

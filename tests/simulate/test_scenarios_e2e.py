@@ -12,19 +12,15 @@ import re
 from pathlib import Path
 
 import pytest
-from simulate.kit import NAMES
-
-from dra_driver.cli.simulate_settings import SCENARIO_NAMES
-from dra_driver.controller.settings import ControllerSettings
-from dra_driver.nvml.inventory import builtin_inventory
-from dra_driver.simulate import runner as runner_module
-from dra_driver.simulate.cards import Card
-from dra_driver.simulate.checks import PodIs
-from dra_driver.simulate.command import examples_dir
-from dra_driver.simulate.manifests import load_manifest
-from dra_driver.simulate.observe import PodFact, ShareFact
-from dra_driver.simulate.runner import Runner, ScenarioReport
-from dra_driver.simulate.scenarios import (
+from gpushare_simulator.settings import SCENARIO_NAMES
+from gpushare_simulator.simulate import runner as runner_module
+from gpushare_simulator.simulate.cards import Card
+from gpushare_simulator.simulate.checks import PodIs
+from gpushare_simulator.simulate.command import examples_dir
+from gpushare_simulator.simulate.manifests import load_manifest
+from gpushare_simulator.simulate.observe import PodFact, ShareFact
+from gpushare_simulator.simulate.runner import Runner, ScenarioReport
+from gpushare_simulator.simulate.scenarios import (
     BAD_INPUT,
     ISOLATION,
     ONLINE_OFFLINE,
@@ -35,7 +31,11 @@ from dra_driver.simulate.scenarios import (
     Scenario,
     Step,
 )
-from dra_driver.simulate.stack import Stack
+from gpushare_simulator.simulate.stack import Stack
+from simulate.kit import NAMES
+
+from dra_driver.controller.settings import ControllerSettings
+from dra_driver.nvml.inventory import builtin_inventory
 
 GIB = 1024**3
 NODE1_CARD = "GPU-26975e32-62e5-543b-ac29-e97c231c6291"

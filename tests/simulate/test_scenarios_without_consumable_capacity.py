@@ -5,19 +5,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from gpushare_simulator.simulate.checks import Refused
+from gpushare_simulator.simulate.command import examples_dir
+from gpushare_simulator.simulate.manifests import load_manifest
+from gpushare_simulator.simulate.runner import Runner, ScenarioReport
+from gpushare_simulator.simulate.scenarios import BAD_INPUT, SCENARIOS, SHARING, Scenario
+from gpushare_simulator.simulate.sizes import sized_run
+from gpushare_simulator.simulate.stack import Stack
 from kubernetes import client
 from simulate.kit import NAMES
 
 from dra_driver.controller.settings import ControllerSettings
 from dra_driver.k8s import raw
 from dra_driver.nvml.inventory import builtin_inventory
-from dra_driver.simulate.checks import Refused
-from dra_driver.simulate.command import examples_dir
-from dra_driver.simulate.manifests import load_manifest
-from dra_driver.simulate.runner import Runner, ScenarioReport
-from dra_driver.simulate.scenarios import BAD_INPUT, SCENARIOS, SHARING, Scenario
-from dra_driver.simulate.sizes import sized_run
-from dra_driver.simulate.stack import Stack
 
 
 @pytest.fixture(scope="module")

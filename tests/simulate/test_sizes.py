@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpushare_simulator.simulate.sizes import sized_by_config
 from simulate.kit import NAMES
-
-from dra_driver.simulate.sizes import sized_by_config
 
 Object = dict[str, Any]
 

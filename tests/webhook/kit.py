@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from controller.kit import card, node, slices_of
+from gpushare_simulator.simulate.certs import write_self_signed
 
 from dra_driver.api import DriverNames
 from dra_driver.api.classes import default_device_classes, device_class
-from dra_driver.simulate.certs import write_self_signed
 from dra_driver.webhook.capacity import Limits, limits_from_slices
 
 Object = dict[str, Any]

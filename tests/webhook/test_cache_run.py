@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from gpushare_simulator.harness.apiserver import FakeApiServer
 from prometheus_client import CollectorRegistry
 from webhook.kit import (
     GATE,
@@ -33,7 +34,6 @@ from webhook.kit import (
 from dra_driver.k8s.client import new_api_client
 from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.metrics.settings import ObservabilitySettings
-from dra_driver.testing.apiserver import FakeApiServer
 from dra_driver.webhook import run as webhook_run
 from dra_driver.webhook.cache import ClusterCache
 from dra_driver.webhook.settings import WebhookSettings

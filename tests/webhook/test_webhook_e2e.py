@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from controller.kit import NAMES, node, slices_of
 from controller.test_controller_e2e import bound, claims, gated_pod, running, template
+from gpushare_simulator.harness.cluster import FakeCluster
 from kubernetes import client
 from webhook.kit import write_certificate
 
@@ -19,7 +20,6 @@ from dra_driver.k8s import objects, raw
 from dra_driver.k8s.errors import ApiError
 from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.nvml.inventory import Inventory
-from dra_driver.testing.cluster import FakeCluster
 from dra_driver.webhook.run import Webhook, serve
 from dra_driver.webhook.settings import WebhookSettings
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from gpushare_simulator.harness.apiserver import FakeApiServer
 from kubernetes import client
-
-from dra_driver.testing.apiserver import FakeApiServer
 
 
 @pytest.fixture

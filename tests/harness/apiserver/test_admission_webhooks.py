@@ -10,12 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpushare_simulator.harness.apiserver import FakeApiServer
 from harness.apiserver.builders import claim, pod, raw
 from harness.apiserver.hookserver import Certs, HookServer, allow, deny, make_certs, patch
 from kubernetes import client
 from kubernetes.client.rest import ApiException
-
-from dra_driver.testing.apiserver import FakeApiServer
 
 JSON = dict[str, Any]
 GATE = "gpushare.dra.dev/allocation"

@@ -6,6 +6,7 @@ import asyncio
 import threading
 import time
 
+from gpushare_simulator.harness.apiserver import FakeApiServer
 from harness.apiserver.builders import claim, resource_slice
 from kubernetes import client
 from kubernetes.aio import client as aio_client
@@ -13,8 +14,6 @@ from kubernetes.aio import watch as aio_watch
 from kubernetes.aio.client.exceptions import ApiException as AioApiException
 from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
-
-from dra_driver.testing.apiserver import FakeApiServer
 
 
 def aio_configuration(server: FakeApiServer) -> aio_client.Configuration:

@@ -7,11 +7,10 @@ import re
 from typing import Any
 
 import pytest
+from gpushare_simulator.harness.apiserver import FakeApiServer
 from harness.apiserver.builders import allocation, claim, node, pod, raw, resource_slice
 from kubernetes import client
 from kubernetes.client.rest import ApiException
-
-from dra_driver.testing.apiserver import FakeApiServer
 
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 MODIFIED = (

@@ -6,11 +6,10 @@ import time
 
 import pytest
 import urllib3
+from gpushare_simulator.harness.apiserver import FakeApiServer
 from harness.apiserver.builders import claim
 from kubernetes import client
 from kubernetes.client.rest import ApiException
-
-from dra_driver.testing.apiserver import FakeApiServer
 
 
 def test_injected_errors_fire_on_matching_requests_only(

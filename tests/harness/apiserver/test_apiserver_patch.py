@@ -9,10 +9,10 @@ from harness.apiserver.builders import allocation, claim, pod, raw
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from dra_driver.testing.apiserver import ApiError, FakeApiServer
-from dra_driver.testing.apiserver.patch import StrategicMerge, json_patch, merge_patch
-from dra_driver.testing.apiserver.resources import REGISTRY
-from dra_driver.testing.apiserver.schemas import schema_set
+from gpushare_simulator.harness.apiserver import ApiError, FakeApiServer
+from gpushare_simulator.harness.apiserver.patch import StrategicMerge, json_patch, merge_patch
+from gpushare_simulator.harness.apiserver.resources import REGISTRY
+from gpushare_simulator.harness.apiserver.schemas import schema_set
 
 USERS = [{"resource": "pods", "name": f"p{i}", "uid": f"u{i}"} for i in range(3)]
 

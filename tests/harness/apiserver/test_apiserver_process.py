@@ -13,11 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
+from gpushare_simulator.harness.apiserver import FakeApiServer
 from harness.apiserver.builders import claim, pod, resource_slice
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
-
-from dra_driver.testing.apiserver import FakeApiServer
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -83,10 +82,10 @@ def test_kubeconfig_works_with_the_client_loader(tmp_path: Path, server: FakeApi
 
 
 def test_python_dash_m_process_mode(tmp_path: Path) -> None:
-    """``python -m dra_driver.testing.apiserver`` prints its URL, serves, and exits 0 on SIGTERM."""
+    """`python -m gpushare_simulator.harness.apiserver` prints its URL, serves, exits 0 on TERM."""
     kubeconfig = tmp_path / "kubeconfig"
     process = subprocess.Popen(
-        [sys.executable, "-m", "dra_driver.testing.apiserver", "--port", "0",
+        [sys.executable, "-m", "gpushare_simulator.harness.apiserver", "--port", "0",
          "--kubeconfig", str(kubeconfig), "--kube-version", "1.35"],
         stdout=subprocess.PIPE,
         text=True,

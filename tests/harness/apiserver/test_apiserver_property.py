@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpushare_simulator.harness.apiserver import FakeApiServer
 from harness.apiserver.builders import claim
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
-
-from dra_driver.testing.apiserver import FakeApiServer
 
 NAMES = ("a", "b", "c")
 OPERATIONS = st.lists(

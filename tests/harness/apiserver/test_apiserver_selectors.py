@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from gpushare_simulator.harness.apiserver import ApiError, FakeApiServer
+from gpushare_simulator.harness.apiserver.resources import REGISTRY
+from gpushare_simulator.harness.apiserver.selectors import (
+    parse_field_selector,
+    parse_label_selector,
+)
 from harness.apiserver.builders import claim, pod, resource_slice
 from kubernetes import client
 from kubernetes.client.rest import ApiException
-
-from dra_driver.testing.apiserver import ApiError, FakeApiServer
-from dra_driver.testing.apiserver.resources import REGISTRY
-from dra_driver.testing.apiserver.selectors import parse_field_selector, parse_label_selector
 
 LABELS = {"app": "web", "tier": "front", "rank": "3"}
 

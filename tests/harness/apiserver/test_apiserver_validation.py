@@ -7,11 +7,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from gpushare_simulator.harness.apiserver import ApiError, FakeApiServer
 from harness.apiserver.builders import SHARE_ID, allocation, claim, device, pod, raw, resource_slice
 from kubernetes import client
 from kubernetes.client.rest import ApiException
-
-from dra_driver.testing.apiserver import ApiError, FakeApiServer
 
 LABEL_RULE = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "

@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 import urllib3
+from gpushare_simulator.harness.apiserver import FakeApiServer
 from harness.apiserver.builders import claim, pod, resource_slice
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
-
-from dra_driver.testing.apiserver import FakeApiServer
 
 CLAIM = "ResourceV1ResourceClaim"
 

@@ -1,0 +1,221 @@
+"""A Kubernetes cluster without containers or GPUs, for tests, ``simulate`` and benchmarks.
+
+An API server (our fake one, or a real control plane when a directory of binaries is given),
+Node objects made from a fake GPU inventory, and the actors the driver depends on: the
+resourceclaim controller and scheduler (fake mode only: a real control plane brings its own)
+and one emulated kubelet per node. Each node gets host directories under the work directory
+(``plugins_registry``, ``plugins``, ``cdi``) where a kubelet plugin can serve its sockets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, TypeVar
+
+from kubernetes import client
+
+from dra_driver.k8s import raw
+from dra_driver.nvml.inventory import Inventory
+from dra_driver.plan.inventory import node_object
+from gpushare_simulator.harness.actors.claimcontroller import ResourceClaimController
+from gpushare_simulator.harness.actors.kubelet import Kubelet
+from gpushare_simulator.harness.actors.scheduler import Scheduler
+from gpushare_simulator.harness.apiserver import FakeApiServer
+from gpushare_simulator.harness.controlplane import RealControlPlane
+
+T = TypeVar("T")
+Object = dict[str, Any]
+
+# What every emulated node offers besides GPUs; enough for any test pod.
+_NODE_RESOURCES: Final = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+
+_CREATE: Final[dict[str, tuple[str, str, bool]]] = {
+    # kind -> (API class, method suffix, namespaced)
+    "Namespace": ("CoreV1Api", "namespace", False),
+    "Pod": ("CoreV1Api", "namespaced_pod", True),
+    "DeviceClass": ("ResourceV1Api", "device_class", False),
+    "ResourceClaim": ("ResourceV1Api", "namespaced_resource_claim", True),
+    "ResourceClaimTemplate": ("ResourceV1Api", "namespaced_resource_claim_template", True),
+    "ResourceSlice": ("ResourceV1Api", "resource_slice", False),
+    "MutatingWebhookConfiguration": (
+        "AdmissionregistrationV1Api",
+        "mutating_webhook_configuration",
+        False,
+    ),
+    "ValidatingWebhookConfiguration": (
+        "AdmissionregistrationV1Api",
+        "validating_webhook_configuration",
+        False,
+    ),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeDirs:
+    """Host directories of one emulated node, as a kubelet plugin sees them."""
+
+    root: Path
+
+    @property
+    def registry(self) -> Path:
+        """Where plugins put their registration sockets."""
+        return self.root / "plugins_registry"
+
+    @property
+    def plugins(self) -> Path:
+        """Parent of the per-driver plugin directories."""
+        return self.root / "plugins"
+
+    @property
+    def cdi(self) -> Path:
+        """Where plugins write their CDI specs."""
+        return self.root / "cdi"
+
+
+class FakeCluster:
+    """Start with ``with FakeCluster(inventory, work_dir) as cluster:``; everything stops after."""
+
+    def __init__(
+        self,
+        inventory: Inventory,
+        work_dir: Path,
+        *,
+        kube_version: str = "1.36",
+        bin_dir: Path | None = None,
+        kubelets: bool = True,
+    ) -> None:
+        self.inventory = inventory
+        self.work_dir = work_dir
+        self.real = bin_dir is not None
+        self._backend: FakeApiServer | RealControlPlane = (
+            RealControlPlane(bin_dir, work_dir / "controlplane")
+            if bin_dir is not None
+            else FakeApiServer(kube_version=kube_version)
+        )
+        self._with_kubelets = kubelets
+        self._kube_version = kube_version
+        self.api_client: client.ApiClient | None = None
+        self.kubelets: dict[str, Kubelet] = {}
+        self._actors: list[Any] = []
+
+    def __enter__(self) -> FakeCluster:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def api(self) -> client.ApiClient:
+        """The API client of the running cluster."""
+        if self.api_client is None:
+            raise RuntimeError("the cluster is not started")
+        return self.api_client
+
+    @property
+    def server(self) -> FakeApiServer:
+        """The fake API server (fault injection, request counts); not in real-binaries mode."""
+        if not isinstance(self._backend, FakeApiServer):
+            raise RuntimeError("a real control plane has no fake API server")  # noqa: TRY004 - a mode, not a type error
+        return self._backend
+
+    def kubeconfig(self) -> Path:
+        """Return a kubeconfig for this cluster, so our binaries can run against it unchanged."""
+        if isinstance(self._backend, RealControlPlane):
+            return self._backend.kubeconfig
+        path = self.work_dir / "kubeconfig"
+        if not path.exists():
+            self._backend.write_kubeconfig(path)
+        return path
+
+    def node_dirs(self, node: str) -> NodeDirs:
+        """Return the host directories of ``node``."""
+        return NodeDirs(self.work_dir / "nodes" / node)
+
+    def start(self) -> None:
+        """Start the API server, register the nodes and start the actors."""
+        self._backend.start()
+        self.api_client = self._backend.api_client()
+        core = client.CoreV1Api(self.api_client)
+        for node in self.inventory.nodes:
+            created = raw.call(core.create_node, node_object(node))
+            status = {
+                "capacity": _NODE_RESOURCES,
+                "allocatable": _NODE_RESOURCES,
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "reason": "KubeletReady",
+                        "message": "emulated kubelet",
+                    }
+                ],
+            }
+            raw.call(core.replace_node_status, node.name, {**created, "status": status})
+        if not self.real:
+            sets_timestamp = tuple(int(p) for p in self._kube_version.split(".")[:2]) >= (1, 36)
+            self._actors += [
+                ResourceClaimController(self.api_client),
+                Scheduler(self.api_client, sets_allocation_timestamp=sets_timestamp),
+            ]
+        if self._with_kubelets:
+            for node in self.inventory.nodes:
+                dirs = self.node_dirs(node.name)
+                for path in (dirs.registry, dirs.plugins, dirs.cdi):
+                    path.mkdir(parents=True, exist_ok=True)
+                kubelet = Kubelet(self.api_client, node.name, dirs.registry, [dirs.cdi])
+                self.kubelets[node.name] = kubelet
+                self._actors.append(kubelet)
+        for actor in self._actors:
+            actor.start()
+
+    def stop(self) -> None:
+        """Stop the actors and the API server; safe after a failed start."""
+        for actor in reversed(self._actors):
+            actor.stop()
+        self._actors.clear()
+        if self.api_client is not None:
+            self.api_client.close()  # type: ignore[no-untyped-call]  # unannotated upstream
+            self.api_client = None
+        self._backend.stop()
+
+    # -- conveniences for tests and the simulator -----------------------------------------
+
+    def apply(self, documents: Iterable[Object], namespace: str = "default") -> list[Object]:
+        """Create each object (kinds: see ``_CREATE``) and return what the server stored."""
+        created = []
+        for document in documents:
+            kind = document.get("kind", "")
+            if kind not in _CREATE:
+                raise ValueError(
+                    f"cannot apply kind {kind!r}; supported: {', '.join(sorted(_CREATE))}"
+                )
+            api_class, suffix, namespaced = _CREATE[kind]
+            api = getattr(client, api_class)(self.api)
+            method = getattr(api, f"create_{suffix}")
+            if namespaced:
+                target = document.get("metadata", {}).get("namespace") or namespace
+                created.append(raw.call(method, target, document))
+            else:
+                created.append(raw.call(method, document))
+        return created
+
+    def wait_for(self, condition: Callable[[], T | None], what: str, timeout: float = 10.0) -> T:
+        """Poll ``condition`` until it returns something other than None or False."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = condition()
+            if result is not None and result is not False:
+                return result
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out after {timeout:.1f} s waiting for {what}")
+            time.sleep(0.02)
