@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import tomllib
 from pathlib import Path
 
@@ -20,7 +21,7 @@ def source_modules() -> list[Path]:
 
 
 def hand_written_modules() -> list[Path]:
-    """The driver's modules and the simulator's."""
+    """Return the driver's modules and the simulator's."""
     return [*source_modules(), *sorted(SIMULATOR.rglob("*.py"))]
 
 
@@ -49,6 +50,17 @@ def test_default_driver_name_is_spelled_in_one_place() -> None:
     """The literal default driver name appears in exactly one module; all else derives from it."""
     holders = [p for p in source_modules() if '"gpushare.dra.dev"' in p.read_text()]
     assert [p.relative_to(ROOT).as_posix() for p in holders] == ["dra_driver/api/driver.py"]
+
+
+def test_no_component_sends_a_claim_or_pod_back_whole() -> None:
+    """Claims and pods are written by patch: a PUT re-serializes what the server compares."""
+    whole = re.compile(r"\breplace_namespaced_(resource_claim|pod)\w*")
+    found = [
+        f"{path.relative_to(ROOT)}: {match.group(0)}"
+        for path in source_modules()
+        for match in whole.finditer(path.read_text())
+    ]
+    assert found == []
 
 
 def test_every_test_states_what_it_proves() -> None:

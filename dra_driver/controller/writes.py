@@ -17,6 +17,12 @@ again. The order of a claim's writes makes every crash point safe:
 
 What marks an allocation checked is in :mod:`dra_driver.controller.commits`.
 
+Every write is a patch of the fields it means to change, never the claim sent back whole: the
+API server keeps a config's opaque ``parameters`` as the bytes it was given and refuses an
+update whose spec bytes differ ("field is immutable"), and this client would re-serialize
+them. Merge and JSON patches leave untouched fields as stored (a strategic merge patch would
+not: it re-encodes the whole object). docs/api-writes.md lists every write of every component.
+
 A write can fail after the API server stored it: a timeout, a connection that broke while the
 answer was on its way, a 500. Counting such a write as not done could give its capacity away
 twice, or leave a pod gated for ever; so after an error of unknown outcome the object is read
@@ -27,7 +33,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextvars
-import copy
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -47,7 +52,7 @@ Object = dict[str, Any]
 
 log = get_logger(__name__)
 
-_GATE_RETRIES: Final = 5
+_PATCH_RETRIES: Final = 5
 
 
 def _devices(allocation: Object | None) -> list[tuple[object, ...]]:
@@ -88,18 +93,28 @@ class ClaimWriter:
         self._beside = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="commit")
 
     def add_finalizer(self, claim: Object) -> Object:
-        """Return the claim with our finalizer, adding it if missing."""
+        """Return the claim with our finalizer, adding it if missing.
+
+        Guarded by the claim's resourceVersion: a claim changed since the caller's decision
+        (another replica cleared or replaced the allocation it checked) gets a conflict.
+        """
         finalizers = list(claim["metadata"].get("finalizers") or [])
         if self._finalizer in finalizers:
             return claim
-        return self._replace(claim, [*finalizers, self._finalizer], present=True)
+        return self._set_finalizers(claim, [*finalizers, self._finalizer], present=True)
 
     def remove_finalizer(self, claim: Object) -> Object:
-        """Return the claim without our finalizer, removing it if present."""
+        """Return the claim without our finalizer, removing it if present.
+
+        Guarded by the claim's resourceVersion, like :meth:`add_finalizer`: a claim allocated
+        again since the caller looked keeps the finalizer that protects that allocation.
+        """
         finalizers = list(claim["metadata"].get("finalizers") or [])
         if self._finalizer not in finalizers:
             return claim
-        return self._replace(claim, [f for f in finalizers if f != self._finalizer], present=False)
+        return self._set_finalizers(
+            claim, [f for f in finalizers if f != self._finalizer], present=False
+        )
 
     def allocate_protected(
         self, claim: Object, allocation: Object, reserved_for: list[Object]
@@ -115,7 +130,7 @@ class ClaimWriter:
         once both are done.
         """
         run = contextvars.copy_context().run
-        protected = self._beside.submit(run, self._merge_finalizer, claim)
+        protected = self._beside.submit(run, self._append_finalizer, claim)
         try:
             allocated = self._merge_allocation(claim, allocation, reserved_for)
         finally:
@@ -125,68 +140,98 @@ class ClaimWriter:
         # Each answer shows the claim after its own patch; the later one shows both.
         return max(allocated, stored, key=objects.resource_version_number)
 
-    def _merge_finalizer(self, claim: Object) -> Object:
-        """Add our finalizer by a strategic merge patch, which no status write conflicts with.
+    def _append_finalizer(self, claim: Object) -> Object:
+        """Add our finalizer by a JSON patch that no status write conflicts with.
 
-        It travels beside the status patch, which a whole-claim update at the cached
-        resourceVersion would conflict with.
+        It travels beside the status patch, so it carries no resourceVersion; it appends to
+        the finalizers as stored (or creates the list where the claim has none), so a
+        finalizer someone else added meanwhile is kept. When the list appeared or vanished
+        since the claim was read, the claim is read again and the patch made anew.
         """
-        if self._finalizer in (claim["metadata"].get("finalizers") or []):
-            return claim
-        return self._merge(
-            claim,
-            self._resource.patch_namespaced_resource_claim,
-            {"metadata": {"finalizers": [self._finalizer]}},
-            lambda current: self._finalizer in (current["metadata"].get("finalizers") or []),
-        )
+        current: Object | None = claim
+        attempts = 0
+        while True:
+            attempts += 1
+            if current is None or objects.uid(current) != objects.uid(claim):
+                raise NotFoundError(f"claim {'/'.join(object_key(claim))} is gone")
+            finalizers = current["metadata"].get("finalizers")
+            if self._finalizer in (finalizers or []):
+                return current
+            operations = [
+                {"op": "test", "path": "/metadata/uid", "value": objects.uid(claim)},
+                *(
+                    [{"op": "add", "path": "/metadata/finalizers/-", "value": self._finalizer}]
+                    if finalizers
+                    else [
+                        # null also matches a list that is absent
+                        {"op": "test", "path": "/metadata/finalizers", "value": None},
+                        {"op": "add", "path": "/metadata/finalizers", "value": [self._finalizer]},
+                    ]
+                ),
+            ]
+            try:
+                return self._patch(
+                    current,
+                    self._resource.patch_namespaced_resource_claim,
+                    operations,
+                    raw.JSON_PATCH,
+                    lambda c: self._finalizer in (c["metadata"].get("finalizers") or []),
+                )
+            except InvalidError:  # a test failed: the finalizers (or the object) changed
+                if attempts == _PATCH_RETRIES:
+                    raise
+                current = self.read_claim(claim)
 
     def _merge_allocation(
         self, claim: Object, allocation: Object, reserved_for: list[Object]
     ) -> Object:
-        """Set allocation and reservation by a strategic merge patch of the status."""
-        wanted = _devices(allocation)
-        return self._merge(
-            claim,
-            self._resource.patch_namespaced_resource_claim_status,
-            {"status": _allocated(allocation, reserved_for)},
-            lambda current: _devices(_allocation(current)) == wanted,
-        )
-
-    def _merge(
-        self,
-        claim: Object,
-        patch_call: Callable[..., Any],
-        fields: Object,
-        landed: Callable[[Object], bool],
-    ) -> Object:
-        """Send ``fields`` as a strategic merge patch without a resourceVersion, confirmed.
+        """Set allocation and reservation by a merge patch of the status, without a version.
 
         It names the claim's UID, which is immutable, so it cannot land on a claim created
         again under the name.
         """
-        namespace, name = object_key(claim)
-        metadata = {"uid": objects.uid(claim), **(fields.get("metadata") or {})}
-        patch = {**fields, "metadata": metadata}
-        return self._confirmed(
+        wanted = _devices(allocation)
+        return self._patch(
             claim,
-            lambda: raw.call(
-                patch_call, name, namespace, patch, _content_type=raw.STRATEGIC_MERGE_PATCH
-            ),
-            landed,
+            self._resource.patch_namespaced_resource_claim_status,
+            {
+                "metadata": {"uid": objects.uid(claim)},
+                "status": _allocated(allocation, reserved_for),
+            },
+            raw.MERGE_PATCH,
+            lambda current: _devices(_allocation(current)) == wanted,
         )
 
-    def _replace(self, claim: Object, finalizers: list[str], *, present: bool) -> Object:
-        body = copy.deepcopy(claim)
-        body["metadata"]["finalizers"] = finalizers
-        namespace, name = claim["metadata"]["namespace"], claim["metadata"]["name"]
-        return self._confirmed(
+    def _set_finalizers(self, claim: Object, finalizers: list[str], *, present: bool) -> Object:
+        """Merge-patch ``metadata.finalizers`` at the claim's resourceVersion."""
+        metadata = {
+            "resourceVersion": claim["metadata"]["resourceVersion"],
+            "finalizers": finalizers or None,  # null removes the list
+        }
+        return self._patch(
             claim,
-            lambda: raw.call(
-                self._resource.replace_namespaced_resource_claim, name, namespace, body
-            ),
+            self._resource.patch_namespaced_resource_claim,
+            {"metadata": metadata},
+            raw.MERGE_PATCH,
             lambda current: (
                 (self._finalizer in (current["metadata"].get("finalizers") or [])) == present
             ),
+        )
+
+    def _patch(
+        self,
+        claim: Object,
+        patch_call: Callable[..., Any],
+        body: Object | list[Object],
+        content_type: str,
+        landed: Callable[[Object], bool],
+    ) -> Object:
+        """Send one patch of the claim, confirmed after an error of unknown outcome."""
+        namespace, name = object_key(claim)
+        return self._confirmed(
+            claim,
+            lambda: raw.call(patch_call, name, namespace, body, _content_type=content_type),
+            landed,
         )
 
     def _confirmed(
@@ -236,31 +281,36 @@ class ClaimWriter:
     ) -> Object:
         """Set ``status.allocation`` and reserve the claim for ``reserved_for``.
 
-        An allocation is immutable once set: only a cleared claim takes one.
+        A merge patch of the status at the claim's resourceVersion. An allocation is
+        immutable once set: only a cleared claim takes one.
         """
-        body = copy.deepcopy(claim)
-        body["status"] = {**(body.get("status") or {}), **_allocated(allocation, reserved_for)}
         wanted = _devices(allocation)
-        return self._replace_status(body, lambda current: _devices(_allocation(current)) == wanted)
+        return self._patch_status(
+            claim,
+            _allocated(allocation, reserved_for),
+            lambda current: _devices(_allocation(current)) == wanted,
+        )
 
     def clear_allocation(self, claim: Object) -> Object:
         """Clear ``status.allocation`` and the device statuses that belong to it."""
-        body = copy.deepcopy(claim)
-        status = body.get("status") or {}
-        body["status"] = {
-            k: v for k, v in status.items() if k not in ("allocation", "devices", "reservedFor")
-        }
         cleared = _devices(_allocation(claim))
         # Landed once the allocation we cleared is gone, whatever came after it.
-        return self._replace_status(body, lambda current: _devices(_allocation(current)) != cleared)
+        return self._patch_status(
+            claim,
+            {"allocation": None, "devices": None, "reservedFor": None},
+            lambda current: _devices(_allocation(current)) != cleared,
+        )
 
-    def _replace_status(self, body: Object, landed: Callable[[Object], bool]) -> Object:
-        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-        return self._confirmed(
-            body,
-            lambda: raw.call(
-                self._resource.replace_namespaced_resource_claim_status, name, namespace, body
-            ),
+    def _patch_status(
+        self, claim: Object, status: Object, landed: Callable[[Object], bool]
+    ) -> Object:
+        """Merge-patch ``status`` (null removes a field) at the claim's resourceVersion."""
+        version = claim["metadata"]["resourceVersion"]
+        return self._patch(
+            claim,
+            self._resource.patch_namespaced_resource_claim_status,
+            {"metadata": {"resourceVersion": version}, "status": status},
+            raw.MERGE_PATCH,
             landed,
         )
 
@@ -275,7 +325,7 @@ class ClaimWriter:
         someone else got there first.
         """
         current: Object | None = pod
-        for attempt in range(_GATE_RETRIES):
+        for attempt in range(_PATCH_RETRIES):
             if (
                 current is None
                 or objects.uid(current) != objects.uid(pod)
@@ -306,7 +356,7 @@ class ClaimWriter:
                     return True
                 raise
             except InvalidError:  # a test failed: the gates (or the object) changed
-                if attempt == _GATE_RETRIES - 1:
+                if attempt == _PATCH_RETRIES - 1:
                     raise
                 current = self.read_pod(namespace, name)
                 continue

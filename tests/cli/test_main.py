@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from dra_driver import __version__
-from dra_driver.cli.flags import env_name
 from dra_driver.cli import main as cli_main
+from dra_driver.cli.flags import env_name
 from dra_driver.cli.main import COMMANDS, available_commands, build_parser, main
 
 SUBCOMMANDS = (

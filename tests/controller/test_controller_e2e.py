@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from controller.kit import NAMES, node, slices_of
+from gpushare_simulator.harness.cluster import FakeCluster
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
@@ -21,7 +22,6 @@ from dra_driver.k8s import objects, raw
 from dra_driver.k8s.quantity import parse_quantity
 from dra_driver.nvml.inventory import Inventory
 from dra_driver.structured.allocated import AllocatedState
-from dra_driver.testing.cluster import FakeCluster
 
 Object = dict[str, Any]
 GATE = NAMES.scheduling_gate
@@ -182,7 +182,7 @@ def test_restart_after_crash_between_allocation_and_commit_completes_the_claim(
     """A controller that died before committing its allocation commits it after a restart."""
     with harness(work_dir, node("node-a", 1)) as cluster:
         fault = cluster.server.faults.inject(
-            verb="update", resource="resourceclaims", status=500, times=1000
+            verb="patch", resource="resourceclaims", status=500, times=1000
         )
         with running(cluster):
             cluster.apply([template("share", "30", "5Gi"), gated_pod("p", "share")])
@@ -211,7 +211,7 @@ def test_a_tentative_claim_whose_pod_went_while_no_controller_ran_is_released(
         pod = gated_pod("p", "unused")
         pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "named"}]
         fault = cluster.server.faults.inject(
-            verb="update", resource="resourceclaims", status=500, times=1000
+            verb="patch", resource="resourceclaims", status=500, times=1000
         )
         with running(cluster):
             cluster.apply([named, pod])
@@ -319,9 +319,9 @@ def test_conflicts_and_server_errors_are_retried_until_allocated(work_dir: Path)
     with harness(work_dir, node("node-a", 2)) as cluster:
         faults = cluster.server.faults
         conflicts = faults.inject(
-            verb="update", resource="resourceclaims/status", status=409, times=5
+            verb="patch", resource="resourceclaims/status", status=409, times=5
         )
-        errors = faults.inject(verb="update", resource="resourceclaims", status=500, times=3)
+        errors = faults.inject(verb="patch", resource="resourceclaims", status=500, times=3)
         with running(cluster):
             cluster.apply([template("share", "30", "4Gi")])
             cluster.apply([gated_pod(f"p{i}", "share") for i in range(6)])

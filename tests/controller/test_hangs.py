@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from controller.kit import NAMES, node
 from controller.test_controller_e2e import bound, claims, gated_pod, harness, template
+from gpushare_simulator.harness.cluster import FakeCluster
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
@@ -24,7 +25,6 @@ from dra_driver.controller.settings import ControllerSettings
 from dra_driver.k8s import objects
 from dra_driver.k8s.client import USER_AGENT_PREFIX
 from dra_driver.k8s.settings import ApiTimeouts
-from dra_driver.testing.cluster import FakeCluster
 
 SHORT = ApiTimeouts(connect=1.0, request=1.0, watch=2)
 # Far above what recovering takes here (a few seconds), far below "for ever".
@@ -80,8 +80,8 @@ def no_loop_stalled(replica: Controller) -> None:
 @pytest.mark.parametrize(
     ("verb", "resource", "after"),
     [
-        ("update", "resourceclaims/status", True),  # the allocation stored, its answer lost
-        ("update", "resourceclaims", False),  # the commit (finalizer) swallowed
+        ("patch", "resourceclaims/status", True),  # the allocation stored, its answer lost
+        ("patch", "resourceclaims", False),  # the commit (finalizer) swallowed
         ("patch", "pods", False),  # the gate removal swallowed
         ("patch", "pods", True),  # the pod ungated, its answer lost
     ],

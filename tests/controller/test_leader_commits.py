@@ -18,15 +18,15 @@ import pytest
 from controller.interleave import claim_obj, make, pod_obj, settle
 from controller.kit import NAMES, node
 from controller.test_controller_e2e import bound, claims, gated_pod, harness, template
+from gpushare_simulator.harness.apiserver.app import LoggedRequest
+from gpushare_simulator.harness.apiserver.routing import RequestInfo
+from gpushare_simulator.harness.cluster import FakeCluster
 from prometheus_client import CollectorRegistry
 
 from dra_driver.controller.app import Controller
 from dra_driver.controller.settings import ControllerSettings
 from dra_driver.k8s.reconcile import Requeue
 from dra_driver.structured.configshares import SCHEDULER_FINALIZER
-from dra_driver.testing.apiserver.app import LoggedRequest
-from dra_driver.testing.apiserver.routing import RequestInfo
-from dra_driver.testing.cluster import FakeCluster
 
 Object = dict[str, Any]
 LEADER_ELECTION = {
@@ -109,7 +109,7 @@ def test_without_leader_election_the_finalizer_comes_between_allocation_and_gate
     """No Lease: allocation, then the finalizer (the commit), then the gate, one at a time."""
     with harness(work_dir, node("node-a", 1)) as cluster:
         by_kind = allocate_one(cluster, elected=False)
-    _, finalizer, gate, status_done, finalizer_done = answered(by_kind, "update")
+    _, finalizer, gate, status_done, finalizer_done = answered(by_kind, "patch")
     assert status_done <= finalizer.at
     assert finalizer_done <= gate.at
 

@@ -37,18 +37,11 @@ CALLS: dict[str, frozenset[Permission]] = {
     "list_device_class": frozenset(
         {(RESOURCE, "deviceclasses", "list"), (RESOURCE, "deviceclasses", "watch")}
     ),
-    # The controller's writes, in controller/writes.py.
-    "replace_namespaced_resource_claim": frozenset({(RESOURCE, "resourceclaims", "update")}),
+    # The controller's writes, in controller/writes.py: patches only (docs/api-writes.md).
     "patch_namespaced_resource_claim": frozenset({(RESOURCE, "resourceclaims", "patch")}),
     "read_namespaced_resource_claim": frozenset({(RESOURCE, "resourceclaims", "get")}),
     # Status writes need resourceclaims/binding too from 1.36, where the
     # DRAResourceClaimGranularStatusAuthorization gate is beta and on.
-    "replace_namespaced_resource_claim_status": frozenset(
-        {
-            (RESOURCE, "resourceclaims/status", "update"),
-            (RESOURCE, "resourceclaims/binding", "update"),
-        }
-    ),
     "patch_namespaced_resource_claim_status": frozenset(
         {
             (RESOURCE, "resourceclaims/status", "patch"),
@@ -192,7 +185,7 @@ def test_every_api_call_of_a_component_has_a_permission_entry(component: str) ->
 
 def test_scan_finds_the_calls_it_must() -> None:
     """The scanner sees the known calls (a regex that matched nothing would pass vacuously)."""
-    assert {"replace_namespaced_resource_claim_status", "patch_namespaced_pod"} <= client_calls(
+    assert {"patch_namespaced_resource_claim_status", "patch_namespaced_pod"} <= client_calls(
         module_files("controller")
     )
     assert {"create_resource_slice", "read_namespaced_resource_claim"} <= (

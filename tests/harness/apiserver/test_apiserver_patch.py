@@ -5,14 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from harness.apiserver.builders import allocation, claim, pod, raw
-from kubernetes import client
-from kubernetes.client.rest import ApiException
-
 from gpushare_simulator.harness.apiserver import ApiError, FakeApiServer
 from gpushare_simulator.harness.apiserver.patch import StrategicMerge, json_patch, merge_patch
 from gpushare_simulator.harness.apiserver.resources import REGISTRY
 from gpushare_simulator.harness.apiserver.schemas import schema_set
+from harness.apiserver.builders import allocation, claim, pod, raw
+from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 USERS = [{"resource": "pods", "name": f"p{i}", "uid": f"u{i}"} for i in range(3)]
 
@@ -53,6 +52,23 @@ def test_json_patch_operations_and_failed_test() -> None:
     with pytest.raises(ApiError) as caught:
         json_patch(doc, [{"op": "test", "path": "/spec/x", "value": 9}])
     assert caught.value.code == 422
+
+
+def test_json_patch_test_of_null_matches_an_absent_key_only() -> None:
+    """As kube-apiserver's library: `test` null passes on a missing key, fails on a present one."""
+    doc = {"metadata": {"name": "c"}}
+    ops = [
+        {"op": "test", "path": "/metadata/finalizers", "value": None},
+        {"op": "add", "path": "/metadata/finalizers", "value": ["a/x"]},
+    ]
+    patched = json_patch(doc, ops)
+    assert patched == {"metadata": {"name": "c", "finalizers": ["a/x"]}}
+    with pytest.raises(ApiError) as present:
+        json_patch(patched, ops)
+    assert present.value.code == 422
+    with pytest.raises(ApiError) as parent_missing:
+        json_patch(doc, [{"op": "test", "path": "/spec/devices/config", "value": None}])
+    assert parent_missing.value.code == 422
 
 
 def test_strategic_merge_uses_schema_merge_keys() -> None:

@@ -113,6 +113,20 @@ def _add(doc: object, path: str, value: object, *, replace: bool = False) -> obj
     return doc
 
 
+def _holds(doc: object, path: str, value: object) -> bool:
+    """Whether a ``test`` operation passes.
+
+    As in the server's JSON patch library, ``null`` also matches a key its object does not
+    have (the object itself must exist).
+    """
+    parts = _pointer(path)
+    if value is None and parts:
+        node = _container(doc, parts, path)
+        if isinstance(node, dict) and parts[-1] not in node:
+            return True
+    return _get(doc, path) == value
+
+
 def json_patch(target: object, operations: object) -> object:
     """Apply an RFC 6902 JSON patch; a failing operation is a 422 like the server's."""
     if not isinstance(operations, list):
@@ -134,7 +148,7 @@ def json_patch(target: object, operations: object) -> object:
             moved = _remove(doc, source) if op == "move" else copy.deepcopy(_get(doc, source))
             doc = _add(doc, path, moved)
         elif op == "test":
-            if _get(doc, path) != value:
+            if not _holds(doc, path, value):
                 raise errors.unprocessable(f"testing value {path} failed: test failed")
         else:
             raise errors.unprocessable(f"Unexpected kind: {op}")
