@@ -45,8 +45,10 @@ SERVICES: Final = (
     "v1.DRAResourceHealth",
     "v1alpha1.DRAResourceHealth",
 )
-# A sun_path holds 108 bytes including the terminating NUL.
-MAX_SOCKET_PATH: Final = 107
+# A sun_path holds 108 bytes including the terminating NUL, but gRPC's own check refuses a
+# unix socket path from 106 bytes on (grpcio 1.85; tests/kubeletplugin binds both lengths).
+# Checked here first, so a long kubelet root is a clear error rather than a gRPC traceback.
+MAX_SOCKET_PATH: Final = 105
 
 
 class SocketPathError(ValueError):

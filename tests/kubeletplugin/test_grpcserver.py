@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import os
+import shutil
 import stat
+import tempfile
 import threading
 import time
 import uuid
@@ -33,6 +35,7 @@ from dra_driver.api import DEFAULT_DRIVER_NAME, Backend, DriverNames
 from dra_driver.k8s.errors import NotFoundError
 from dra_driver.kubeletplugin import locking
 from dra_driver.kubeletplugin.grpcserver import (
+    MAX_SOCKET_PATH,
     PluginServer,
     SocketPathError,
     bind_owner_only,
@@ -173,10 +176,10 @@ def test_per_pod_socket_paths() -> None:
 
 @pytest.mark.parametrize("which", ["registry", "plugin"])
 def test_too_long_socket_path_is_refused(which: str) -> None:
-    """A socket path of 108 bytes raises SocketPathError naming it; 107 bytes is accepted."""
+    """A socket path of 106 bytes raises SocketPathError naming it; 105 bytes is accepted."""
     name = "dra.sock" if which == "plugin" else f"{DRIVER}-reg.sock"
-    longest = Path("/" + "d" * (107 - len(name) - 2)) / name
-    assert len(str(longest)) == 107
+    longest = Path("/" + "d" * (MAX_SOCKET_PATH - len(name) - 2)) / name
+    assert len(str(longest)) == MAX_SOCKET_PATH == 105
     short = Path("/s")
     dirs = {"registry": short, "plugin": short, which: longest.parent}
     assert longest in socket_paths(dirs["registry"], dirs["plugin"], DRIVER, "")
@@ -185,15 +188,35 @@ def test_too_long_socket_path_is_refused(which: str) -> None:
     with pytest.raises(SocketPathError) as caught:
         socket_paths(dirs["registry"], dirs["plugin"], DRIVER, "")
     assert str(caught.value) == (
-        f"socket path {too_long} has 108 bytes; unix sockets allow 107: shorten --plugin-dir "
+        f"socket path {too_long} has 106 bytes; unix sockets allow 105: shorten --plugin-dir "
         "or --plugin-registry-dir"
     )
 
 
+def test_the_socket_path_limit_is_the_one_grpc_enforces() -> None:
+    """gRPC binds a unix socket path of MAX_SOCKET_PATH bytes and refuses one byte more."""
+    directory = Path(tempfile.mkdtemp(prefix="s", dir="/tmp"))
+    try:
+        for size, binds in ((MAX_SOCKET_PATH, True), (MAX_SOCKET_PATH + 1, False)):
+            path = directory / ("x" * (size - len(str(directory)) - 1))
+            assert len(str(path)) == size
+            server = grpc.server(futures.ThreadPoolExecutor(1))
+            try:
+                server.add_insecure_port(f"unix://{path}")
+            except RuntimeError:
+                assert not binds, f"gRPC refused {size} bytes"
+            else:
+                assert binds, f"gRPC bound {size} bytes"
+            finally:
+                server.stop(0)
+    finally:
+        shutil.rmtree(directory)
+
+
 def test_socket_path_limit_counts_bytes_not_characters() -> None:
-    """A path of 74 characters but 134 UTF-8 bytes is refused as longer than 107 bytes."""
+    """A path of 74 characters but 134 UTF-8 bytes is refused as longer than the limit."""
     directory = Path("/tmp/" + "\u00e9" * 60)
-    assert len(str(directory / "dra.sock")) <= 107 < len(str(directory / "dra.sock").encode())
+    assert len(str(directory / "dra.sock")) <= 105 < len(str(directory / "dra.sock").encode())
     with pytest.raises(SocketPathError):
         socket_paths(directory, directory, DRIVER, "")
 
