@@ -10,6 +10,22 @@ from pathlib import Path
 
 import pytest
 import structlog
+from realkube import MARKER, required
+
+_skipped_real: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Note each real-plane test that skipped."""
+    if report.skipped and MARKER in report.keywords:
+        _skipped_real.append(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under CI with ../shared/k8s there, a skipped real-plane test fails the run."""
+    if _skipped_real and required() and session.exitstatus == 0:
+        print(f"\nreal-plane tests skipped under CI: {', '.join(_skipped_real)}")  # noqa: T201
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(autouse=True)

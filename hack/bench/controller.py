@@ -54,6 +54,7 @@ from typing import Any, Final
 from benchlib import emit, latency_summary, machine
 from gpushare_simulator.harness.apiserver.app import WRITE_VERBS, LoggedRequest
 from gpushare_simulator.harness.apiserver.routing import RequestInfo
+from gpushare_simulator.harness.certs import write_self_signed
 from gpushare_simulator.harness.cluster import FakeCluster
 from gpushare_simulator.harness.processes import ComponentProcess, logged_port, start_webhook
 from gpushare_simulator.harness.workload import (
@@ -68,7 +69,6 @@ from gpushare_simulator.harness.workload import (
     share_template,
     start_leading_controller,
 )
-from gpushare_simulator.simulate.certs import write_self_signed
 from prometheus_client.parser import text_string_to_metric_families
 
 from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames

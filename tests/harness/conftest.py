@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from gpushare_simulator.harness.controlplane import e2e_bin_dir as configured_bin_dir
+from gpushare_simulator.harness.kubebin import KubeBinaries
+from realkube import opt_in
 
 
 @pytest.fixture
-def e2e_bin_dir() -> Path | None:
-    """Real control-plane binaries from GPUSHARE_E2E_BIN_DIR, or None for the fake server."""
-    return configured_bin_dir()
+def kube_binaries() -> KubeBinaries | None:
+    """Real control-plane binaries where GPUSHARE_KUBE_BINARIES names them; else the fake."""
+    return opt_in()

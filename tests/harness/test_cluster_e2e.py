@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gpushare_simulator.harness.cluster import FakeCluster
+from gpushare_simulator.harness.kubebin import KubeBinaries
 from harness.manifests import DEVICE_CLASS, DRIVER, INVENTORY, POD, TEMPLATE
 from harness.minimal_plugin import MinimalPlugin
 from kubernetes import client
@@ -17,10 +18,10 @@ from dra_driver.k8s.errors import NotFoundError
 
 
 def test_template_pod_is_allocated_bound_prepared_and_cleaned_up(
-    work_dir: Path, e2e_bin_dir: Path | None
+    work_dir: Path, kube_binaries: KubeBinaries | None
 ) -> None:
     """Pending pod, claim from template, first-fit allocation, bound, prepared, cleaned up."""
-    with FakeCluster(INVENTORY, work_dir, bin_dir=e2e_bin_dir) as cluster:
+    with FakeCluster(INVENTORY, work_dir, binaries=kube_binaries) as cluster:
         core, resource = client.CoreV1Api(cluster.api), client.ResourceV1Api(cluster.api)
         plugin = MinimalPlugin(cluster.api, "node-a", cluster.node_dirs("node-a").root)
         plugin.publish()
@@ -75,7 +76,7 @@ def test_template_pod_is_allocated_bound_prepared_and_cleaned_up(
 
 
 def test_pod_without_a_fitting_device_stays_pending_with_a_reason(
-    work_dir: Path, e2e_bin_dir: Path | None
+    work_dir: Path, kube_binaries: KubeBinaries | None
 ) -> None:
     """A request larger than any card keeps the pod Pending with the scheduler's reason."""
     big = {**TEMPLATE, "metadata": {"name": "share-5g"}}
@@ -94,7 +95,7 @@ def test_pod_without_a_fitting_device_stays_pending_with_a_reason(
             }
         }
     }
-    with FakeCluster(INVENTORY, work_dir, bin_dir=e2e_bin_dir) as cluster:
+    with FakeCluster(INVENTORY, work_dir, binaries=kube_binaries) as cluster:
         core = client.CoreV1Api(cluster.api)
         plugin = MinimalPlugin(cluster.api, "node-a", cluster.node_dirs("node-a").root)
         plugin.publish()

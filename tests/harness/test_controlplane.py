@@ -1,14 +1,16 @@
-"""Real-binaries mode: gates per release, command lines, PKI, bin dir checks, process handling.
+"""Real-binaries mode: gates per release, command lines, PKI, binaries, process handling.
 
-The control plane itself needs real Kubernetes binaries, which no package registry offers; the
-test that starts one is skipped unless GPUSHARE_E2E_BIN_DIR is set (tests/README.md). All the
-rest runs everywhere: the process handling runs against stand-in binaries (a small Python
-script that answers the same health endpoints over the same TLS), so start-up, readiness,
-error reports with log tails and the SIGTERM/SIGKILL shutdown are exercised without them.
+The control plane itself needs real Kubernetes binaries (tests/realkube.py says where they
+come from); the test that starts one is marked realk8s. All the rest runs everywhere: the
+process handling runs against stand-in binaries (a small Python script that answers the same
+health endpoints over the same TLS), so start-up, readiness, error reports with log tails and
+the SIGTERM/SIGKILL shutdown are exercised without them.
 """
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import json
 import os
 import shutil
@@ -21,19 +23,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import realkube
+from gpushare_simulator.harness import kubebin
 from gpushare_simulator.harness.controlplane import (
-    BINARIES,
-    E2E_BIN_DIR_ENV,
     ControlPlaneError,
+    KubeBinaries,
     Layout,
     RealControlPlane,
     component_commands,
-    e2e_bin_dir,
     feature_gates,
     gates_flag,
     generate_pki,
     parse_kube_version,
-    validate_bin_dir,
 )
 from kubernetes import client
 
@@ -41,7 +42,7 @@ from dra_driver.api import DEFAULT_DRIVER_NAME
 
 OPENSSL = shutil.which("openssl")
 needs_openssl = pytest.mark.skipif(OPENSSL is None, reason="the openssl command is not installed")
-REAL_BIN_DIR = e2e_bin_dir()
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 ALL_GATES = (
     "DynamicResourceAllocation",
     "DRAConsumableCapacity",
@@ -113,7 +114,8 @@ def test_release_before_134_is_refused() -> None:
 
 def commands_for(version: tuple[int, int], tmp_path: Path) -> tuple[Layout, dict[str, list[str]]]:
     layout = Layout(tmp_path / "work", 2379, 2380, 6443, 10257, 10259)
-    return layout, component_commands(tmp_path / "bin", layout, feature_gates(version))
+    paths = {name: tmp_path / "bin" / name for name in BINARIES}
+    return layout, component_commands(paths, layout, feature_gates(version))
 
 
 @pytest.mark.parametrize("version", [(1, 34), (1, 35), (1, 36), (1, 37)])
@@ -167,37 +169,50 @@ def make_bin_dir(path: Path, names: tuple[str, ...] = BINARIES, mode: int = 0o75
     return path
 
 
-def test_bin_dir_must_be_a_directory(tmp_path: Path) -> None:
-    """A path that is no directory is refused, naming the variable and what it must hold."""
+def test_binaries_must_be_a_directory(tmp_path: Path) -> None:
+    """A path that is no directory is refused, saying what it must hold."""
     with pytest.raises(ControlPlaneError) as caught:
-        validate_bin_dir(tmp_path / "absent")
+        kubebin.prepare(tmp_path / "absent")
     assert str(caught.value) == (
-        f"{E2E_BIN_DIR_ENV}={tmp_path / 'absent'}: not a directory; it must hold {WANTED} of one "
-        "Kubernetes release >= 1.34 (see tests/README.md)"
+        f"{tmp_path / 'absent'}: not a directory of Kubernetes binaries (it must hold etcd and "
+        "kube-apiserver, plain or .gz; see tests/README.md)"
     )
 
 
-def test_bin_dir_reports_missing_and_non_executable_binaries(tmp_path: Path) -> None:
-    """Missing binaries and ones without the execute bit are listed, each group by name."""
-    bin_dir = make_bin_dir(tmp_path / "bin", ("etcd", "kube-apiserver"))
+def test_binaries_need_etcd_and_apiserver_and_executable_files(tmp_path: Path) -> None:
+    """etcd and kube-apiserver are required; the rest are optional; a plain one must be +x."""
+    bin_dir = make_bin_dir(tmp_path / "bin", ("etcd",))
+    with pytest.raises(ControlPlaneError, match=r"missing kube-apiserver \(plain or \.gz\)"):
+        kubebin.prepare(bin_dir)
+    make_bin_dir(bin_dir, ("kube-apiserver",))
+    found = kubebin.prepare(bin_dir)
+    assert set(found.paths) == {"etcd", "kube-apiserver"}  # envtest's pair
+    assert not found.has("kube-scheduler")
+    with pytest.raises(ControlPlaneError, match="has no kube-scheduler"):
+        found.path("kube-scheduler")
     (bin_dir / "etcd").chmod(0o644)
-    with pytest.raises(ControlPlaneError) as caught:
-        validate_bin_dir(bin_dir)
-    assert str(caught.value) == (
-        f"{E2E_BIN_DIR_ENV}={bin_dir}: missing: kube-controller-manager, kube-scheduler; "
-        f"not executable: etcd (chmod +x); it must hold {WANTED} of one Kubernetes release "
-        ">= 1.34 (see tests/README.md)"
-    )
+    with pytest.raises(ControlPlaneError, match=r"etcd is not executable \(chmod \+x\)"):
+        kubebin.prepare(bin_dir)
 
 
-def test_e2e_bin_dir_reads_the_environment(tmp_path: Path) -> None:
-    """Unset or empty means off (None); a good directory is returned; a bad one is an error."""
-    assert e2e_bin_dir({}) is None
-    assert e2e_bin_dir({E2E_BIN_DIR_ENV: ""}) is None
-    good = make_bin_dir(tmp_path / "bin")
-    assert e2e_bin_dir({E2E_BIN_DIR_ENV: str(good)}) == good
-    with pytest.raises(ControlPlaneError, match="missing: etcd"):
-        e2e_bin_dir({E2E_BIN_DIR_ENV: str(make_bin_dir(tmp_path / "empty", ()))})
+def test_compressed_binaries_are_unpacked_once_and_checked_against_their_sums(
+    tmp_path: Path,
+) -> None:
+    """.gz binaries unpack into the cache, executable; a SHA256SUMS mismatch is refused."""
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("etcd", "kube-apiserver"):
+        (source / f"{name}.gz").write_bytes(gzip.compress(f"#!/bin/sh\necho {name}\n".encode()))
+    digest = hashlib.sha256(b"#!/bin/sh\necho etcd\n").hexdigest()
+    (source / "SHA256SUMS").write_text(f"{digest}  etcd\n{'0' * 64}  kube-apiserver\n")
+    with pytest.raises(ControlPlaneError, match="not the one SHA256SUMS gives for kube-apiserver"):
+        kubebin.prepare(source, tmp_path / "cache")
+    (source / "SHA256SUMS").write_text(f"{digest}  etcd\n")
+    found = kubebin.prepare(source, tmp_path / "cache")
+    etcd = found.path("etcd")
+    assert etcd.is_relative_to(tmp_path / "cache")
+    assert subprocess.run([etcd], capture_output=True, text=True, check=True).stdout == "etcd\n"
+    assert kubebin.prepare(source, tmp_path / "cache").path("etcd") == etcd  # unpacked once
 
 
 # ---- PKI -------------------------------------------------------------------------------------
@@ -246,6 +261,9 @@ mode = os.environ.get("FAKE_MODE", "")
 if "--version" in sys.argv:
     print(os.environ.get("FAKE_VERSION", "Kubernetes v1.36.0"))
     sys.exit(0)
+if "--help" in sys.argv:
+    print("  -initial-cluster string")
+    sys.exit(0)
 flags = dict(a[2:].partition("=")[::2] for a in sys.argv[1:])
 print(name, "started with", " ".join(sys.argv[1:]), flush=True)
 with open(os.path.join(os.environ["FAKE_PID_DIR"], name), "w") as pid_file:
@@ -288,8 +306,8 @@ server.serve_forever()
 
 
 @pytest.fixture
-def fake_bin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Return a bin dir whose four binaries are the stand-in; their PIDs land in pids/."""
+def fake_bin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> KubeBinaries:
+    """Return binaries whose four programs are the stand-in; their PIDs land in pids/."""
     bin_dir = tmp_path / "fake-bin"
     bin_dir.mkdir()
     for name in BINARIES:
@@ -298,7 +316,7 @@ def fake_bin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "pids").mkdir()
     monkeypatch.setenv("FAKE_PID_DIR", str(tmp_path / "pids"))
     monkeypatch.delenv("FAKE_MODE", raising=False)
-    return bin_dir
+    return kubebin.prepare(bin_dir)
 
 
 def raw(method: Callable[..., Any], *args: Any) -> dict[str, Any]:
@@ -328,7 +346,7 @@ def assert_all_gone(pids: dict[str, int]) -> None:
 
 @needs_openssl
 def test_stand_in_control_plane_starts_serves_the_kubeconfig_and_stops(
-    fake_bin_dir: Path, tmp_path: Path
+    fake_bin_dir: KubeBinaries, tmp_path: Path
 ) -> None:
     """Start-up waits for every component, the kubeconfig works with the client, exit kills all."""
     with RealControlPlane(fake_bin_dir, tmp_path / "work") as plane:
@@ -346,7 +364,7 @@ def test_stand_in_control_plane_starts_serves_the_kubeconfig_and_stops(
 
 @needs_openssl
 def test_crashing_component_is_reported_with_log_tails(
-    fake_bin_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    fake_bin_dir: KubeBinaries, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A component that exits during start-up fails it at once, with every log's tail."""
     monkeypatch.setenv("FAKE_MODE", "crash-kube-scheduler")
@@ -362,7 +380,7 @@ def test_crashing_component_is_reported_with_log_tails(
 
 @needs_openssl
 def test_component_never_ready_times_out_with_its_last_answer(
-    fake_bin_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    fake_bin_dir: KubeBinaries, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An API server that keeps failing /readyz ends start-up at the deadline, quoting it."""
     monkeypatch.setenv("FAKE_MODE", "unready-kube-apiserver")
@@ -379,7 +397,7 @@ def test_component_never_ready_times_out_with_its_last_answer(
 
 @needs_openssl
 def test_component_ignoring_sigterm_is_killed(
-    fake_bin_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    fake_bin_dir: KubeBinaries, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Components that ignore SIGTERM are SIGKILLed after the grace period; none survives."""
     monkeypatch.setenv("FAKE_MODE", "stubborn")
@@ -389,7 +407,7 @@ def test_component_ignoring_sigterm_is_killed(
 
 
 def test_old_release_is_refused_before_anything_starts(
-    fake_bin_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    fake_bin_dir: KubeBinaries, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A 1.33 kube-apiserver is refused from its --version alone; no process is started."""
     monkeypatch.setenv("FAKE_VERSION", "Kubernetes v1.33.4")
@@ -399,7 +417,7 @@ def test_old_release_is_refused_before_anything_starts(
 
 
 def test_version_hint_replaces_detection(
-    fake_bin_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    fake_bin_dir: KubeBinaries, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """kube_version_hint is used instead of --version, e.g. for a dev build that says v0.0.0."""
     monkeypatch.setenv("FAKE_VERSION", "Kubernetes v0.0.0-master+$Format:%H$")
@@ -413,16 +431,13 @@ def test_version_hint_replaces_detection(
 # ---- the real thing --------------------------------------------------------------------------
 
 
+@pytest.mark.realk8s
 @pytest.mark.timeout(300)  # start-up alone may take up to RealControlPlane's 120 s
-@pytest.mark.skipif(
-    REAL_BIN_DIR is None,
-    reason=f"{E2E_BIN_DIR_ENV} is not set: real-binaries mode is off (see tests/README.md)",
-)
 def test_real_control_plane_keeps_consumable_capacity_and_creates_claims(tmp_path: Path) -> None:
     """On real binaries, slices and claims keep their capacity fields and KCM makes pod claims."""
-    assert REAL_BIN_DIR is not None
+    binaries = realkube.binaries("kube-controller-manager")
     driver = DEFAULT_DRIVER_NAME
-    with RealControlPlane(REAL_BIN_DIR, tmp_path / "cp") as plane, plane.api_client() as api:
+    with RealControlPlane(binaries, tmp_path / "cp") as plane, plane.api_client() as api:
         resource, core = client.ResourceV1Api(api), client.CoreV1Api(api)
         selector = {"cel": {"expression": f"device.driver == '{driver}'"}}
         raw(resource.create_device_class,

@@ -6,12 +6,12 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from gpushare_simulator.harness.controlplane import e2e_bin_dir as configured_bin_dir
+from gpushare_simulator.harness.kubebin import KubeBinaries
 from gpushare_simulator.simulate.runner import Runner
 from gpushare_simulator.simulate.stack import Stack
+from realkube import opt_in
 from simulate.kit import NAMES, FullRun, simulation_dirs
 
 from dra_driver.controller.settings import ControllerSettings
@@ -19,17 +19,17 @@ from dra_driver.nvml.inventory import builtin_inventory
 
 
 @pytest.fixture(scope="module")
-def e2e_bin_dir() -> Path | None:
-    """Real control-plane binaries from GPUSHARE_E2E_BIN_DIR, or None for the fake server."""
-    return configured_bin_dir()
+def kube_binaries() -> KubeBinaries | None:
+    """Real control-plane binaries where GPUSHARE_KUBE_BINARIES names them; else the fake."""
+    return opt_in()
 
 
 @pytest.fixture(scope="module")
-def runner(e2e_bin_dir: Path | None) -> Iterator[Runner]:
+def runner(kube_binaries: KubeBinaries | None) -> Iterator[Runner]:
     """Yield a runner on the qgpu-runbook cluster with the real components, stopped after."""
     inventory = builtin_inventory("qgpu-runbook")
     settings = ControllerSettings(leader_elect=False)
-    with Stack(NAMES, inventory, settings, bin_dir=e2e_bin_dir) as stack:
+    with Stack(NAMES, inventory, settings, binaries=kube_binaries) as stack:
         yield Runner(stack, NAMES, lambda _: None)
 
 

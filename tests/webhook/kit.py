@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.kit import card, node, slices_of
-from gpushare_simulator.simulate.certs import write_self_signed
+from gpushare_simulator.harness.certs import write_self_signed
 
 from dra_driver.api import DriverNames
 from dra_driver.api.classes import default_device_classes, device_class

@@ -11,6 +11,7 @@ import re
 import secrets
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -179,8 +180,8 @@ def _openssl(tool: str, *args: str | Path) -> None:
         raise ControlPlaneError(f"openssl {args[0]} exited {result.returncode}: {output}")
 
 
-def kubeconfig_yaml(url: str, pki: Pki) -> str:
-    """Return an admin kubeconfig for the API server at ``url``, with the client certificate."""
+def kubeconfig_yaml(url: str, pki: Pki, cert: Path | None = None, key: Path | None = None) -> str:
+    """Return a kubeconfig for the API server at ``url`` with a client certificate (admin's)."""
     return yaml.safe_dump(
         {
             "apiVersion": "v1",
@@ -195,8 +196,8 @@ def kubeconfig_yaml(url: str, pki: Pki) -> str:
                 {
                     "name": "admin",
                     "user": {
-                        "client-certificate": str(pki.admin_cert),
-                        "client-key": str(pki.admin_key),
+                        "client-certificate": str(cert or pki.admin_cert),
+                        "client-key": str(key or pki.admin_key),
                     },
                 }
             ],
@@ -235,9 +236,13 @@ class Layout:
 
 
 def component_commands(
-    bin_dir: Path, layout: Layout, gates: dict[str, bool]
+    binaries: Mapping[str, Path],
+    layout: Layout,
+    gates: dict[str, bool],
+    *,
+    etcd_cluster_flag: bool = True,
 ) -> dict[str, list[str]]:
-    """Return the command line of each component, in start order (etcd first).
+    """Return the command line of each component in ``binaries``, in start order (etcd first).
 
     Choices (documented in tests/README.md): authorization ``Node,RBAC`` as in a real cluster
     (the harness's admin is in ``system:masters``, so RBAC never stands in its way, and tests
@@ -260,20 +265,22 @@ def component_commands(
         gate_flag,
         "--v=2",
     ]
-    return {
+    commands = {
         "etcd": [
-            str(bin_dir / "etcd"),
+            str(binaries["etcd"]),
             "--name=e2e",
             f"--data-dir={layout.work_dir / 'etcd'}",
             f"--listen-client-urls={etcd_client}",
             f"--advertise-client-urls={etcd_client}",
             f"--listen-peer-urls={etcd_peer}",
             f"--initial-advertise-peer-urls={etcd_peer}",
-            f"--initial-cluster=e2e={etcd_peer}",
+            # A one-member embed of etcd's server (as the project's test binaries are) has
+            # no such flag, and needs none.
+            *([f"--initial-cluster=e2e={etcd_peer}"] if etcd_cluster_flag else []),
             "--log-level=warn",
         ],
         "kube-apiserver": [
-            str(bin_dir / "kube-apiserver"),
+            str(binaries["kube-apiserver"]),
             "--advertise-address=127.0.0.1",
             "--bind-address=127.0.0.1",
             f"--secure-port={layout.apiserver_port}",
@@ -295,7 +302,7 @@ def component_commands(
             "--v=2",
         ],
         "kube-controller-manager": [
-            str(bin_dir / "kube-controller-manager"),
+            str(binaries.get("kube-controller-manager", "")),
             *delegated,
             f"--secure-port={layout.controller_manager_port}",
             "--controllers=*,resourceclaim-controller,-node-lifecycle-controller",
@@ -306,8 +313,39 @@ def component_commands(
             f"--cluster-signing-key-file={pki.ca_key}",
         ],
         "kube-scheduler": [
-            str(bin_dir / "kube-scheduler"),
+            str(binaries.get("kube-scheduler", "")),
             *delegated,
             f"--secure-port={layout.scheduler_port}",
         ],
     }
+    # envtest ships etcd and kube-apiserver alone: the others run where they are given.
+    return {name: command for name, command in commands.items() if name in binaries}
+
+
+def gates_with(gates: dict[str, bool], extra: Mapping[str, bool]) -> dict[str, bool]:
+    """Return ``gates`` with ``extra`` on top (``DRAConsumableCapacity=False``: 1.35 as shipped)."""
+    return {**gates, **extra}
+
+
+def client_cert(pki: Pki, name: str, subject: str, openssl: str | None = None) -> tuple[Path, Path]:
+    """Issue a client certificate for ``subject`` from the plane's CA; return (cert, key).
+
+    Kubelets authenticate so: ``/O=system:nodes/CN=system:node:<node>``, which the Node
+    authorizer and the NodeRestriction admission plugin then hold to their own node.
+    """
+    tool = openssl or shutil.which("openssl")
+    if tool is None:
+        raise ControlPlaneError("the openssl command is needed to issue client certificates")
+    directory = pki.ca_cert.parent
+    cert, key = directory / f"{name}.crt", directory / f"{name}.key"
+    if cert.is_file() and key.is_file():
+        return cert, key
+    config = directory / "openssl.cnf"
+    request = directory / f"{name}.csr"
+    _openssl(tool, "req", "-new", "-newkey", "rsa:2048", "-nodes", "-config", config,
+             "-subj", subject, "-keyout", key, "-out", request)  # fmt: skip
+    _openssl(tool, "x509", "-req", "-in", request, "-CA", pki.ca_cert, "-CAkey", pki.ca_key,
+             "-set_serial", str(secrets.randbits(63)), "-days", _CERT_DAYS, "-extfile", config,
+             "-extensions", "client", "-out", cert)  # fmt: skip
+    key.chmod(0o600)
+    return cert, key

@@ -1,4 +1,4 @@
-"""A throwaway serving certificate for the simulated webhook.
+"""A throwaway serving certificate for the webhook the harness runs.
 
 kube-apiserver (our fake one as much as a real one) calls admission webhooks over HTTPS only,
 so the simulation needs a certificate for 127.0.0.1 that lives as long as the run. The

@@ -26,6 +26,7 @@ from gpushare_simulator.harness.actors.kubelet import Kubelet
 from gpushare_simulator.harness.actors.scheduler import Scheduler
 from gpushare_simulator.harness.apiserver import FakeApiServer
 from gpushare_simulator.harness.controlplane import RealControlPlane
+from gpushare_simulator.harness.kubebin import KubeBinaries
 
 T = TypeVar("T")
 Object = dict[str, Any]
@@ -85,15 +86,15 @@ class FakeCluster:
         work_dir: Path,
         *,
         kube_version: str = "1.36",
-        bin_dir: Path | None = None,
+        binaries: KubeBinaries | None = None,
         kubelets: bool = True,
     ) -> None:
         self.inventory = inventory
         self.work_dir = work_dir
-        self.real = bin_dir is not None
+        self.real = binaries is not None
         self._backend: FakeApiServer | RealControlPlane = (
-            RealControlPlane(bin_dir, work_dir / "controlplane")
-            if bin_dir is not None
+            RealControlPlane(binaries, work_dir / "controlplane")
+            if binaries is not None
             else FakeApiServer(kube_version=kube_version)
         )
         self._with_kubelets = kubelets

@@ -1,27 +1,24 @@
-"""Real-binaries mode of the test harness: a real Kubernetes control plane on 127.0.0.1.
+"""A real Kubernetes control plane on 127.0.0.1, and real kubelets, for tests and ``simulate``.
 
-When ``GPUSHARE_E2E_BIN_DIR`` names a directory holding ``etcd``, ``kube-apiserver``,
-``kube-controller-manager`` and ``kube-scheduler`` of one Kubernetes release (1.34 or newer),
-:class:`RealControlPlane` starts them on random free loopback ports with a throwaway PKI made by
-the ``openssl`` CLI, every DRA feature gate the driver uses (per release, see
-:func:`feature_gates`), and an admin kubeconfig; it stops them all on exit (SIGTERM, then
-SIGKILL after a grace period). There is no kubelet: the harness emulates it, and creates Node
-objects through the API. See tests/README.md, "Real-binaries mode".
-
-CI never runs this mode; neither can the development sandbox, since the binaries are in no
-package registry. What runs everywhere are the unit tests of the pure parts and of the process
-handling against stand-in binaries.
+:class:`RealControlPlane` starts a real etcd, kube-apiserver, kube-controller-manager and
+kube-scheduler (the last two where the binaries have them: envtest ships the first two alone)
+from :class:`~gpushare_simulator.harness.kubebin.KubeBinaries`, on random free loopback ports,
+with a throwaway PKI made by the ``openssl`` CLI, every DRA feature gate the driver uses (per
+release, see :func:`feature_gates`, plus any ``extra_gates``: ``DRAConsumableCapacity=False``
+is a 1.34/1.35 cluster as shipped) and an admin kubeconfig. :meth:`RealControlPlane.add_node`
+starts a real kubelet for a node (:mod:`gpushare_simulator.harness.hollownode`). Components
+can be restarted (an API server restart; new gates on the same etcd, as an upgrade) and all
+stop on exit (SIGTERM, then SIGKILL after a grace period). tests/README.md describes it.
 
 Usage::
 
-    with RealControlPlane(bin_dir, tmp_path) as plane:
+    with RealControlPlane(kubebin.prepare(directory), tmp_path) as plane:
         api = plane.api_client()
 """
 
 from __future__ import annotations
 
 import http.client
-import os
 import socket
 import ssl
 import subprocess
@@ -41,72 +38,41 @@ from gpushare_simulator.harness._controlplane_setup import (
     ControlPlaneError,
     Layout,
     Pki,
+    client_cert,
     component_commands,
     feature_gates,
     gates_flag,
+    gates_with,
     generate_pki,
     kubeconfig_yaml,
     parse_kube_version,
 )
+from gpushare_simulator.harness.hollownode import HollowNode
+from gpushare_simulator.harness.kubebin import KUBELET, KubeBinaries
 from gpushare_simulator.harness.spawn import spawn
 
 __all__ = [
-    "BINARIES",
-    "E2E_BIN_DIR_ENV",
     "MIN_VERSION",
     "NEWEST_KNOWN_VERSION",
     "ControlPlaneError",
+    "KubeBinaries",
     "Layout",
     "Pki",
     "RealControlPlane",
     "component_commands",
     "detect_kube_version",
-    "e2e_bin_dir",
     "feature_gates",
     "gates_flag",
     "generate_pki",
     "kubeconfig_yaml",
     "parse_kube_version",
-    "validate_bin_dir",
 ]
 
-E2E_BIN_DIR_ENV: Final = "GPUSHARE_E2E_BIN_DIR"
-BINARIES: Final = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 LOG_TAIL_LINES: Final = 25
 _PROBE_TIMEOUT_S: Final = 5.0
 _POLL_INTERVAL_S: Final = 0.25
 _HTTP_OK: Final = 200
 _Probe: TypeAlias = Callable[[], tuple[bool, str]]
-
-
-def validate_bin_dir(path: Path) -> Path:
-    """Return ``path`` if it holds the four binaries, executable; else ControlPlaneError."""
-    wanted = ", ".join(BINARIES)
-    if not path.is_dir():
-        raise ControlPlaneError(
-            f"{E2E_BIN_DIR_ENV}={path}: not a directory; it must hold {wanted} of one "
-            "Kubernetes release >= 1.34 (see tests/README.md)"
-        )
-    missing = [name for name in BINARIES if not (path / name).is_file()]
-    idle = [n for n in BINARIES if n not in missing and not os.access(path / n, os.X_OK)]
-    if missing or idle:
-        problems = [f"missing: {', '.join(missing)}"] if missing else []
-        problems += [f"not executable: {', '.join(idle)} (chmod +x)"] if idle else []
-        raise ControlPlaneError(
-            f"{E2E_BIN_DIR_ENV}={path}: {'; '.join(problems)}; it must hold {wanted} of one "
-            "Kubernetes release >= 1.34 (see tests/README.md)"
-        )
-    return path
-
-
-def e2e_bin_dir(environ: Mapping[str, str] | None = None) -> Path | None:
-    """Return the validated ``GPUSHARE_E2E_BIN_DIR``, or None when it is unset or empty.
-
-    A set but unusable directory raises :class:`ControlPlaneError`: whoever set it meant to run
-    the real-binaries tests, and a silent skip would hide that they did not.
-    """
-    value = (os.environ if environ is None else environ).get(E2E_BIN_DIR_ENV, "")
-    return validate_bin_dir(Path(value).expanduser()) if value else None
 
 
 def detect_kube_version(apiserver: Path) -> tuple[int, int]:
@@ -122,6 +88,17 @@ def detect_kube_version(apiserver: Path) -> tuple[int, int]:
             f"{apiserver} --version exited {result.returncode}: {result.stderr.strip()}"
         )
     return parse_kube_version(result.stdout)
+
+
+def _accepts(binary: Path, flag: str) -> bool:
+    """Whether ``binary --help`` mentions ``flag`` (Go's flag package prints one dash)."""
+    try:
+        result = subprocess.run(
+            [str(binary), "--help"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return True
+    return flag.lstrip("-") in result.stdout + result.stderr
 
 
 def free_ports(count: int) -> list[int]:
@@ -153,8 +130,11 @@ class _Component:
             self._log.close()
             raise
 
-    def stop(self, grace_s: float) -> None:
-        if self.process.poll() is None:
+    def stop(self, grace_s: float, *, kill: bool = False) -> None:
+        if self.process.poll() is None and kill:
+            self.process.kill()
+            self.process.wait()
+        elif self.process.poll() is None:
             self.process.terminate()
             try:
                 self.process.wait(timeout=grace_s)
@@ -172,32 +152,36 @@ class _Component:
 
 
 class RealControlPlane:
-    """A real etcd, kube-apiserver, kube-controller-manager and kube-scheduler; a context manager.
+    """A real etcd, kube-apiserver, and where given kube-controller-manager and kube-scheduler.
 
-    ``bin_dir`` holds the binaries (checked by :func:`validate_bin_dir`), ``work_dir`` receives
-    the PKI, etcd's data, the kubeconfig and one log per component (``logs/<name>.log``).
+    ``work_dir`` receives the PKI, etcd's data, the kubeconfig, one log per component
+    (``logs/<name>.log``) and the nodes' root directories (``nodes/<name>``).
     ``kube_version_hint`` (``"1.36"``) replaces asking ``kube-apiserver --version``, for builds
-    that report no usable version. ``timeout_s`` bounds the whole start-up; ``grace_s`` is how
-    long each component may take to exit on SIGTERM before it is killed.
+    that report no usable version; ``extra_gates`` are set on top of :func:`feature_gates`.
+    ``timeout_s`` bounds the whole start-up; ``grace_s`` is how long each component may take
+    to exit on SIGTERM before it is killed. A context manager.
     """
 
     def __init__(
         self,
-        bin_dir: Path,
+        binaries: KubeBinaries,
         work_dir: Path,
         kube_version_hint: str | None = None,
         *,
+        extra_gates: Mapping[str, bool] | None = None,
         timeout_s: float = 120.0,
         grace_s: float = 10.0,
     ) -> None:
-        self.bin_dir = validate_bin_dir(bin_dir)
+        self.binaries = binaries
         self.work_dir = work_dir
         self.kube_version_hint = kube_version_hint
+        self.extra_gates = dict(extra_gates or {})
         self.timeout_s = timeout_s
         self.grace_s = grace_s
         self.version: tuple[int, int] | None = None
+        self.nodes: dict[str, HollowNode] = {}
         self._layout: Layout | None = None
-        self._components: list[_Component] = []
+        self._components: dict[str, _Component] = {}
 
     def __enter__(self) -> RealControlPlane:
         self.start()
@@ -228,11 +212,11 @@ class RealControlPlane:
         """The API server's URL, ``https://127.0.0.1:<port>``."""
         return self.layout.url
 
-    def api_client(self) -> TimedApiClient:
-        """Return a new API client authenticated as the admin, bounded as components' are."""
+    def api_client(self, kubeconfig: Path | None = None) -> TimedApiClient:
+        """Return a new API client (the admin's by default), bounded as components' are."""
         configuration = client.Configuration()
         config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=str(self.kubeconfig), client_configuration=configuration
+            config_file=str(kubeconfig or self.kubeconfig), client_configuration=configuration
         )
         bounded_retries(configuration)
         return TimedApiClient(configuration, ApiTimeouts())
@@ -246,27 +230,44 @@ class RealControlPlane:
             self.stop()
             raise
 
+    def _gates(self) -> dict[str, bool]:
+        if self.version is None:
+            raise ControlPlaneError("the control plane is not started")
+        return gates_with(feature_gates(self.version), self.extra_gates)
+
     def _start(self, deadline: float) -> None:
         hint = self.kube_version_hint
-        self.version = (
-            parse_kube_version(hint)
-            if hint
-            else detect_kube_version(self.bin_dir / "kube-apiserver")
-        )
+        apiserver = self.binaries.path("kube-apiserver")
+        self.version = parse_kube_version(hint) if hint else detect_kube_version(apiserver)
         if self.version == (0, 0):
             raise ControlPlaneError(
                 "kube-apiserver --version reports v0.0.0 (a development build?); pass "
                 "kube_version_hint with the release it was built from, e.g. '1.36'"
             )
-        gates = feature_gates(self.version)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         (self.work_dir / "logs").mkdir(exist_ok=True)
         layout = Layout(self.work_dir, *free_ports(5))
         self._layout = layout
         pki = generate_pki(layout.pki.ca_cert.parent)
         layout.kubeconfig.write_text(kubeconfig_yaml(layout.url, pki))
-        commands = component_commands(self.bin_dir, layout, gates)
-        probes = {
+        self._launch(self._commands(), deadline)
+        # Pods need the default ServiceAccount, which the controller manager creates.
+        if "kube-controller-manager" in self._components:
+            sa_path = "/api/v1/namespaces/default/serviceaccounts/default"
+            self._wait("default ServiceAccount", self._probe_of("", sa_path), deadline)
+
+    def _commands(self) -> dict[str, list[str]]:
+        etcd = self.binaries.path("etcd")
+        return component_commands(
+            self.binaries.paths,
+            self.layout,
+            self._gates(),
+            etcd_cluster_flag=_accepts(etcd, "--initial-cluster"),
+        )
+
+    def _probe_of(self, name: str, path: str | None = None) -> _Probe:
+        layout, pki = self.layout, self.layout.pki
+        probes: dict[str, _Probe] = {
             "etcd": lambda: _probe(None, layout.etcd_client_port, "/health", '"health":"true"'),
             "kube-apiserver": lambda: _probe(pki, layout.apiserver_port, "/readyz", "ok"),
             "kube-controller-manager": lambda: _probe(
@@ -274,25 +275,58 @@ class RealControlPlane:
             ),
             "kube-scheduler": lambda: _probe(pki, layout.scheduler_port, "/healthz", "ok"),
         }
+        if path is not None:
+            return lambda: _probe(pki, layout.apiserver_port, path, "")
+        return probes[name]
+
+    def _launch(self, commands: Mapping[str, list[str]], deadline: float) -> None:
         for name, command in commands.items():
             log = self.work_dir / "logs" / f"{name}.log"
-            self._components.append(_Component(name, command, log))
+            self._components[name] = _Component(name, command, log)
             if name in ("etcd", "kube-apiserver"):  # later components need these to be up
-                self._wait(name, probes[name], deadline)
-        for name in ("kube-controller-manager", "kube-scheduler"):
-            self._wait(name, probes[name], deadline)
-        # Pods need the default ServiceAccount, which the controller manager creates.
-        sa_path = "/api/v1/namespaces/default/serviceaccounts/default"
-        self._wait(
-            "default ServiceAccount",
-            lambda: _probe(pki, layout.apiserver_port, sa_path, ""),
-            deadline,
+                self._wait(name, self._probe_of(name), deadline)
+        for name in commands:
+            if name not in ("etcd", "kube-apiserver"):
+                self._wait(name, self._probe_of(name), deadline)
+
+    def restart(self, names: tuple[str, ...] = ("kube-apiserver",), *, kill: bool = False) -> None:
+        """Stop ``names`` (SIGKILL with ``kill``) and start them again with the current gates.
+
+        Ports, PKI and etcd's data stay: clients reconnect to the same address. Use
+        :attr:`extra_gates` before it to restart with other gates (an upgrade).
+        """
+        deadline = time.monotonic() + self.timeout_s
+        for name in reversed(names):
+            component = self._components.pop(name)
+            component.stop(0.0 if kill else self.grace_s, kill=kill)
+        commands = self._commands()
+        self._launch({name: commands[name] for name in names}, deadline)
+
+    def add_node(self, name: str, labels: dict[str, str] | None = None) -> HollowNode:
+        """Start a real kubelet for node ``name`` and wait until its Node is Ready."""
+        pki = self.layout.pki
+        cert, key = client_cert(pki, f"node-{name}", f"/O=system:nodes/CN=system:node:{name}")
+        kubeconfig = self.work_dir / f"node-{name}.kubeconfig"
+        kubeconfig.write_text(kubeconfig_yaml(self.url, pki, cert, key))
+        node = HollowNode(
+            self.binaries.path(KUBELET),
+            name,
+            self.work_dir / name,  # short: plugin sockets live in it
+            self.work_dir / "nodes" / name,
+            kubeconfig,
+            port=free_ports(1)[0],
+            labels=labels,
         )
+        self.nodes[name] = node
+        node.start()
+        with self.api_client() as api:
+            node.wait_ready(api)
+        return node
 
     def _wait(self, what: str, probe: _Probe, deadline: float) -> None:
         last = "no answer yet"
         while True:
-            for component in self._components:
+            for component in self._components.values():
                 code = component.process.poll()
                 if code is not None:
                     raise ControlPlaneError(
@@ -310,16 +344,19 @@ class RealControlPlane:
             time.sleep(_POLL_INTERVAL_S)
 
     def _tails(self) -> str:
-        return "\n".join(component.tail() for component in self._components)
+        return "\n".join(component.tail() for component in self._components.values())
 
     def stop(self) -> None:
-        """Stop every component, newest first: SIGTERM, then SIGKILL after ``grace_s``."""
+        """Stop the kubelets, then every component, newest first: SIGTERM, then SIGKILL."""
+        for node in self.nodes.values():
+            node.stop(self.grace_s)
+        self.nodes.clear()
         while self._components:
-            self._components.pop().stop(self.grace_s)
+            self._components.pop(next(reversed(self._components))).stop(self.grace_s)
 
     def pids(self) -> list[int]:
         """Return the process IDs of the components still running (for tests and debugging)."""
-        return [c.process.pid for c in self._components if c.process.poll() is None]
+        return [c.process.pid for c in self._components.values() if c.process.poll() is None]
 
 
 def _probe(pki: Pki | None, port: int, path: str, expect: str) -> tuple[bool, str]:

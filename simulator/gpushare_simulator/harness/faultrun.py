@@ -183,14 +183,16 @@ class FaultRun:
         inject = self.cluster.server.faults.inject
         seed = self.settings.seed
         not_watch: Callable[[RequestInfo], bool] = lambda r: r.verb != "watch"  # noqa: E731
+        # Claims are written by patch, slices and Leases by update.
+        write: Callable[[RequestInfo], bool] = lambda r: r.verb in ("update", "patch")  # noqa: E731
         self._faults = {
             "conflict": inject(
-                verb="update", resource="resourceclaims/status", status=409, probability=0.15,
+                verb="patch", resource="resourceclaims/status", status=409, probability=0.15,
                 seed=seed,
             ),
             "server-error": inject(when=not_watch, status=500, probability=0.03, seed=seed + 1),
             "lost-answer": inject(
-                verb="update", status=500, after=True, probability=0.05, seed=seed + 2
+                when=write, status=500, after=True, probability=0.05, seed=seed + 2
             ),
             "dropped-request": inject(when=not_watch, drop=True, probability=0.01, seed=seed + 3),
             "slow": inject(delay=0.3, probability=0.03, seed=seed + 4),
@@ -216,7 +218,7 @@ class FaultRun:
         return {
             # A claim allocation is stored and its answer never comes.
             "hung-write-answer": inject(
-                verb="update", resource="resourceclaims/status", hang=True, after=True, times=1
+                verb="patch", resource="resourceclaims/status", hang=True, after=True, times=1
             ),
             # A watch gets its headers, then neither events nor bookmarks.
             "hung-first-watch": inject(verb="watch", hang=True, times=1),

@@ -23,6 +23,7 @@ from dra_driver.k8s.errors import ApiError
 from dra_driver.nvml.inventory import Inventory
 from dra_driver.plan.errors import PlanInputError
 from dra_driver.plan.inventory import read_inventory
+from gpushare_simulator.harness.kubebin import KubeBinaries
 from gpushare_simulator.settings import SimulateSettings
 from gpushare_simulator.simulate.manifests import Manifest, ManifestError, load_manifest
 from gpushare_simulator.simulate.progress import Progress
@@ -116,7 +117,7 @@ def run(
     stdout: TextIO,
     stderr: TextIO,
     *,
-    bin_dir: Path | None = None,
+    binaries: KubeBinaries | None = None,
     examples: Path | None = None,
 ) -> int:
     """Run the simulation and print its report; return the exit status."""
@@ -139,7 +140,7 @@ def run(
                 names,
                 inventory,
                 controller,
-                bin_dir=bin_dir,
+                binaries=binaries,
                 on_progress=progress,
                 consumable_capacity=settings.consumable_capacity,
             ) as stack,

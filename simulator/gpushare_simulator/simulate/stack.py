@@ -38,9 +38,10 @@ from dra_driver.metrics.settings import ObservabilitySettings
 from dra_driver.nvml.inventory import Inventory, dump_inventory
 from dra_driver.webhook.run import Webhook, WebhookConfigError, serve
 from dra_driver.webhook.settings import WebhookSettings
+from gpushare_simulator.harness.certs import write_self_signed
 from gpushare_simulator.harness.cluster import FakeCluster
 from gpushare_simulator.harness.controlplane import ControlPlaneError
-from gpushare_simulator.simulate.certs import write_self_signed
+from gpushare_simulator.harness.kubebin import KubeBinaries
 
 Object = dict[str, Any]
 
@@ -100,7 +101,7 @@ class Stack:
         inventory: Inventory,
         controller: ControllerSettings,
         *,
-        bin_dir: Path | None = None,
+        binaries: KubeBinaries | None = None,
         on_progress: Callable[[str], None] = lambda _: None,
         monitor_period: float = DEFAULT_MONITOR_PERIOD,
         consumable_capacity: bool = True,
@@ -110,7 +111,7 @@ class Stack:
         self._kube_version = "1.36" if consumable_capacity else "1.35"
         self._monitor_period = monitor_period
         self._controller_settings = controller
-        self._bin_dir = bin_dir
+        self._binaries = binaries
         self._progress = on_progress
         self.work_dir: Path | None = None
         self._cluster: FakeCluster | None = None
@@ -153,10 +154,10 @@ class Stack:
         self.work_dir = Path(tempfile.mkdtemp(prefix="gpushare-simulate-", dir="/tmp"))
         inventory_file = self.work_dir / "inventory.yaml"
         inventory_file.write_text(dump_inventory(self.inventory))
-        mode = "a real control plane" if self._bin_dir else "the fake API server"
+        mode = "a real control plane" if self._binaries else "the fake API server"
         self._progress(f"starting {mode} with {len(self.inventory.nodes)} nodes")
         self._cluster = FakeCluster(
-            self.inventory, self.work_dir, bin_dir=self._bin_dir, kube_version=self._kube_version
+            self.inventory, self.work_dir, binaries=self._binaries, kube_version=self._kube_version
         )
         try:
             self._cluster.start()

@@ -1,0 +1,162 @@
+"""A real kubelet per node: ``klhollow``, kubemark's hollow kubelet with the real DRA manager.
+
+It is the kubelet's own code (pod workers, status manager, plugin watcher, the DRA manager)
+over a fake container runtime. It registers its Node, finds kubelet plugins in
+``<root>/plugins_registry``, calls NodePrepareResources before a pod's containers start and
+NodeUnprepareResources after the pod is gone, streams device health, and records every
+container it creates as ``<root>/containers/<namespace>_<pod>_<container>.json`` with the CDI
+device IDs it handed the runtime. Containers "run" until their pod is deleted; nothing applies
+CDI edits, so a container's environment is read from the CDI specs those IDs name.
+
+Each node has two directories: ``kubelet_dir`` stands for its ``/var/lib/kubelet`` and
+``root`` for the rest of its ``/``. A kubelet plugin started with the chart's paths rebased
+onto them (see :mod:`gpushare_simulator.harness.podrun`) meets the kubelet where the chart
+expects it. ``kubelet_dir`` must be short: a plugin's registration socket in it is named by
+driver and pod UID, and a unix socket path holds at most 107 bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import IO, Any, Final
+
+from kubernetes import client
+
+from gpushare_simulator.harness._controlplane_setup import ControlPlaneError
+from gpushare_simulator.harness.spawn import spawn
+
+Object = dict[str, Any]
+
+KUBELET_DIR: Final = "/var/lib/kubelet"
+"""The kubelet's root directory on a node, which ``kubelet_dir`` stands for."""
+_READY_TIMEOUT_S: Final = 60.0
+_POLL_S: Final = 0.25
+
+
+@dataclasses.dataclass(frozen=True)
+class Container:
+    """One container the kubelet created, with the CDI device IDs it was handed."""
+
+    namespace: str
+    pod: str
+    pod_uid: str
+    name: str
+    attempt: int
+    cdi_devices: tuple[str, ...]
+
+
+class HollowNode:
+    """One node's kubelet process; ``kubelet_dir`` and ``root`` are the node's directories."""
+
+    def __init__(
+        self,
+        binary: Path,
+        name: str,
+        kubelet_dir: Path,
+        root: Path,
+        kubeconfig: Path,
+        *,
+        port: int,
+        labels: dict[str, str] | None = None,
+    ) -> None:
+        self.name = name
+        self.root = root
+        self.kubelet_dir = kubelet_dir
+        self._command = [
+            str(binary),
+            f"--kubeconfig={kubeconfig}",
+            f"--name={name}",
+            f"--root-dir={self.kubelet_dir}",
+            f"--port={port}",
+            f"--node-labels={','.join(f'{k}={v}' for k, v in (labels or {}).items())}",
+            "--v=2",
+        ]
+        self.log_path = kubelet_dir / "kubelet.log"
+        self._log: IO[bytes] | None = None
+        self._process: Any = None
+
+    @property
+    def registry(self) -> Path:
+        """Where kubelet plugins register (the chart's /var/lib/kubelet/plugins_registry)."""
+        return self.kubelet_dir / "plugins_registry"
+
+    def start(self) -> None:
+        """Start the kubelet; it registers its Node (see :meth:`wait_ready`)."""
+        self.kubelet_dir.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._log = self.log_path.open("ab")
+        self._process = spawn(self._command, stdout=self._log)
+
+    def wait_ready(self, api: client.ApiClient, timeout_s: float = _READY_TIMEOUT_S) -> None:
+        """Wait until the Node reports Ready; ControlPlaneError with the log tail if not."""
+        core = client.CoreV1Api(api)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self._process is None or self._process.poll() is not None:
+                raise ControlPlaneError(f"the kubelet of {self.name} exited\n{self.tail()}")
+            try:
+                status = core.read_node(self.name).status
+                conditions = (status.conditions if status else None) or []
+                if any(c.type == "Ready" and c.status == "True" for c in conditions):
+                    return
+            except client.ApiException as exc:
+                if exc.status != 404:  # noqa: PLR2004 - not registered yet is expected
+                    raise
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(
+                    f"node {self.name} not Ready in {timeout_s:g} s\n{self.tail()}"
+                )
+            time.sleep(_POLL_S)
+
+    def containers(self) -> list[Container]:
+        """Every container the kubelet created, as it recorded them."""
+        found = []
+        for path in sorted((self.kubelet_dir / "containers").glob("*.json")):
+            record = json.loads(path.read_text())
+            found.append(
+                Container(
+                    namespace=record["namespace"],
+                    pod=record["pod"],
+                    pod_uid=record["podUID"],
+                    name=record["container"],
+                    attempt=int(record.get("attempt") or 0),
+                    cdi_devices=tuple(record.get("cdiDevices") or ()),
+                )
+            )
+        return found
+
+    def container(self, namespace: str, pod: str, name: str) -> Container | None:
+        """Return the recorded container, or None when the kubelet has not created it."""
+        matches = [
+            c for c in self.containers() if (c.namespace, c.pod, c.name) == (namespace, pod, name)
+        ]
+        return matches[-1] if matches else None
+
+    def running(self) -> bool:
+        """Whether the kubelet process is alive."""
+        return self._process is not None and self._process.poll() is None
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """Stop the kubelet (SIGTERM, then SIGKILL); safe to repeat."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=grace_s)
+            except Exception:  # noqa: BLE001 - a kubelet that will not stop is killed
+                process.kill()
+                process.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def tail(self, lines: int = 25) -> str:
+        """Return the last lines of the kubelet's log."""
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()[-lines:]
+        except OSError as error:
+            text = [f"(cannot read: {error})"]
+        return f"--- kubelet {self.name} ({self.log_path}) ---\n" + "\n".join(text)

@@ -1,0 +1,192 @@
+"""The real-plane suite's cluster: a real control plane, real kubelets, the chart installed.
+
+Objects are created as users create them: ``kubectl apply`` of YAML (kubectl sends Go's
+compact JSON). Containers' environments are read as a CDI runtime would build them: from the
+CDI IDs the real kubelet handed the runtime, resolved against the plugin's CDI specs.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import yaml
+from gpushare_simulator.harness.actors.cdiresolve import resolve
+from gpushare_simulator.harness.chartinstall import ChartInstall
+from gpushare_simulator.harness.controlplane import RealControlPlane
+from kubernetes import client
+
+from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
+from dra_driver.k8s import raw
+
+Object = dict[str, Any]
+T = TypeVar("T")
+
+ROOT: Final = Path(__file__).resolve().parents[2]
+TOOLS: Final = ROOT / ".tools" / "bin"
+EXAMPLES: Final = ROOT / "deploy" / "examples"
+CHART: Final = ROOT / "deploy" / "helm" / "gpushare-dra-driver"
+NAMES: Final = DriverNames.for_driver(DEFAULT_DRIVER_NAME)
+GPU_LABELS: Final = {"nvidia.com/gpu.present": "true"}
+_WORKLOADS: Final = ("Pod", "Deployment", "Job", "StatefulSet", "ReplicaSet")
+
+
+def wait_for(condition: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
+    """Poll ``condition`` until it returns something other than None or False."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result is not None and result is not False:
+            return result
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(0.2)
+
+
+def pinned(documents: list[Object], node: str) -> list[Object]:
+    """Return the documents with every pod template pinned to ``node`` (a nodeSelector)."""
+    pinned_documents = []
+    for document in documents:
+        copied = copy.deepcopy(document)
+        if copied["kind"] in _WORKLOADS:
+            spec = copied["spec"] if copied["kind"] == "Pod" else copied["spec"]["template"]["spec"]
+            spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+        pinned_documents.append(copied)
+    return pinned_documents
+
+
+def example(name: str) -> list[Object]:
+    """Return the documents of ``deploy/examples/<name>.yaml``."""
+    return [d for d in yaml.safe_load_all((EXAMPLES / f"{name}.yaml").read_text()) if d]
+
+
+@dataclasses.dataclass
+class Cluster:
+    """Return the running plane, its nodes' kubelets and the installed driver."""
+
+    plane: RealControlPlane
+    driver: ChartInstall
+
+    @property
+    def api(self) -> client.ApiClient:
+        """Return the admin's API client."""
+        return self.driver.api
+
+    def kubectl(
+        self, *args: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl (hack/install-tools.sh puts it in .tools/bin) as the admin."""
+        result = subprocess.run(
+            [str(TOOLS / "kubectl"), f"--kubeconfig={self.plane.kubeconfig}", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+        return result
+
+    def apply(self, documents: list[Object], namespace: str) -> subprocess.CompletedProcess[str]:
+        """``kubectl apply -f -`` the documents as one YAML stream, in ``namespace``."""
+        text = yaml.safe_dump_all(documents, sort_keys=False)
+        return self.kubectl("apply", "-n", namespace, "-f", "-", stdin=text, check=False)
+
+    def describe(self, namespace: str) -> str:
+        """Pods, claims, events and the programs' log tails: what a failed wait needs."""
+        lines = [
+            self.kubectl(
+                "get", "pods,resourceclaims", "-n", namespace, "-o", "wide", check=False
+            ).stdout
+        ]
+        lines += [self.kubectl("get", "events", "-n", namespace, check=False).stdout]
+        lines += [process.tail(12) for process in self.driver.processes.values()]
+        return "\n".join(lines)
+
+    def wait(
+        self, condition: Callable[[], T | None], what: str, namespace: str, timeout: float = 30.0
+    ) -> T:
+        """``wait_for``, describing the namespace when it times out."""
+        try:
+            return wait_for(condition, what, timeout)
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}\n{self.describe(namespace)}") from None
+
+    def pods(self, namespace: str) -> list[Object]:
+        """Return the namespace's pods."""
+        core = client.CoreV1Api(self.api)
+        items: list[Object] = raw.call(core.list_namespaced_pod, namespace).get("items") or []
+        return items
+
+    def pod(self, namespace: str, prefix: str) -> Object | None:
+        """Return the one pod whose name starts with ``prefix`` (a Job's…), or None."""
+        found = [p for p in self.pods(namespace) if p["metadata"]["name"].startswith(prefix)]
+        return found[0] if len(found) == 1 else None
+
+    def running(self, namespace: str, prefix: str) -> Object | None:
+        """Return the pod of ``prefix`` once Running, else None."""
+        pod = self.pod(namespace, prefix)
+        return pod if pod and (pod.get("status") or {}).get("phase") == "Running" else None
+
+    def claims(self, namespace: str) -> list[Object]:
+        """Return the namespace's ResourceClaims."""
+        resource = client.ResourceV1Api(self.api)
+        items: list[Object] = (
+            raw.call(resource.list_namespaced_resource_claim, namespace).get("items") or []
+        )
+        return items
+
+    def env(self, pod: Object, container: str) -> dict[str, str]:
+        """Return the env the pod's container gets from its CDI devices, as a runtime would."""
+        node = self.plane.nodes[pod["spec"]["nodeName"]]
+        metadata = pod["metadata"]
+        record = wait_for(
+            lambda: node.container(metadata["namespace"], metadata["name"], container),
+            f"the kubelet to create {metadata['name']}/{container}",
+        )
+        return resolve(record.cdi_devices, [node.root / "var" / "run" / "cdi"]).env
+
+    def events(self, namespace: str, name: str) -> list[str]:
+        """Return the messages of the events about object ``name``."""
+        core = client.CoreV1Api(self.api)
+        items = raw.call(core.list_namespaced_event, namespace).get("items") or []
+        return [e.get("message") or "" for e in items if e["involvedObject"]["name"] == name]
+
+    def ours_left(self) -> list[str]:
+        """Every claim anywhere still carrying our finalizer, and pods still gated by us."""
+        resource, core = client.ResourceV1Api(self.api), client.CoreV1Api(self.api)
+        claims = raw.call(resource.list_resource_claim_for_all_namespaces).get("items") or []
+        pods = raw.call(core.list_pod_for_all_namespaces).get("items") or []
+        return [
+            f"claim {c['metadata']['namespace']}/{c['metadata']['name']}"
+            for c in claims
+            if NAMES.finalizer in (c["metadata"].get("finalizers") or [])
+        ] + [
+            f"pod {p['metadata']['namespace']}/{p['metadata']['name']}"
+            for p in pods
+            if any(
+                g["name"] == NAMES.scheduling_gate for g in p["spec"].get("schedulingGates") or []
+            )
+        ]
+
+    def json(self, *args: str) -> Object:
+        """``kubectl get … -o json`` as a dict."""
+        result: Object = json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+        return result
+
+
+def step(documents: list[Object], name: str) -> list[Object]:
+    """Return the documents labelled ``step: <name>`` (``kubectl apply -l step=<name>``)."""
+    return [d for d in documents if (d["metadata"].get("labels") or {}).get("step") == name]
+
+
+def unlabelled(documents: list[Object]) -> list[Object]:
+    """Return the documents of no step."""
+    return [d for d in documents if "step" not in (d["metadata"].get("labels") or {})]
