@@ -6,10 +6,11 @@ volumes and container statuses, a node's image list and conditions, every object
 ``managedFields``. :class:`Slimmer`'s methods are the informers' transforms.
 
 Pods and nodes are only ever read and patched, so they keep just what the allocator, the node
-fit, affinity, spread, the release loop and event references read. Claims are written back
-whole (an update sends the object it read), so they lose only ``metadata.managedFields``,
-which an update that leaves the field out keeps on the server. Slices keep every field (the
-engine reads nearly all of them) and DeviceClasses are kept as they are: there are few.
+fit, affinity, spread, the release loop and event references read. Claims lose only
+``metadata.managedFields``: the engine and the release loop read most of the rest (every
+claim write is a patch of the fields it changes: nothing of a cached claim is sent back).
+Slices keep every field (the engine reads nearly all of them) and DeviceClasses are kept as
+they are: there are few.
 
 What is kept is also :func:`compact`: every key and short string interned, so the twenty
 thousand copies of ``"metadata"``, ``"resource.k8s.io/v1"`` or a node's name are one object;

@@ -58,9 +58,7 @@ def get(api_client: client.ApiClient, path: str, **path_params: str) -> Object:
 JSON_PATCH = "application/json-patch+json"
 """Content type for an RFC 6902 JSON patch: a list of operations, ``test`` among them."""
 
+# No strategic merge patch: the server applies one by re-encoding the whole object, which
+# re-sorts the keys of a claim's opaque parameters, and a claim's spec must stay byte for byte.
 MERGE_PATCH = "application/merge-patch+json"
 """Content type for an RFC 7386 merge patch: lists in the patch replace lists in the object."""
-
-STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
-"""Content type for Kubernetes' strategic merge patch: lists merge by each field's strategy
-(``metadata.finalizers`` gains the patch's entries and keeps the others)."""

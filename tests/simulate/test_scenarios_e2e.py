@@ -3,7 +3,7 @@
 Each test runs a scenario exactly as ``gpushare-dra simulate`` does and then asserts, on the
 report itself, the facts the scenario is about: where each pod landed (card UUID and PCI bus
 ID), what it consumed, what its container is told and why a pod waits. With
-GPUSHARE_E2E_BIN_DIR set, the same tests run against a real control plane.
+GPUSHARE_KUBE_BINARIES set, the same tests run against a real control plane.
 """
 
 from __future__ import annotations
