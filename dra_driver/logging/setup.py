@@ -29,7 +29,9 @@ class LogFormat(enum.StrEnum):
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 
 # Libraries that are chatty at INFO/DEBUG about every HTTP request; their warnings still show.
-_QUIET_LIBRARIES: Final = ("urllib3", "kubernetes", "asyncio")
+# The client's leader election logs as "leaderelection", at INFO on every renewal (every
+# retry period: 43,200 lines a day); our own leader module logs what changes.
+_QUIET_LIBRARIES: Final = ("urllib3", "kubernetes", "asyncio", "leaderelection")
 
 
 class _NamedPrintLogger(structlog.PrintLogger):

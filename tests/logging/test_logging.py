@@ -72,6 +72,15 @@ def test_events_below_the_level_are_dropped() -> None:
     assert [e["event"] for e in events(stream)] == ["loud"]
 
 
+def test_lease_renewals_of_the_client_library_stay_out_of_info_logs() -> None:
+    """The client's leader election says "acquired lease" per renewal: kept below info."""
+    stream = io.StringIO()
+    configure_logging(level="info", fmt=LogFormat.JSON, stream=stream)
+    logging.getLogger("leaderelection").info("leader x has successfully acquired lease")
+    logging.getLogger("leaderelection").warning("failed to renew")
+    assert [e["event"] for e in events(stream)] == ["failed to renew"]
+
+
 def test_standard_library_records_use_the_same_json_format() -> None:
     """Libraries logging through stdlib logging come out as the same JSON with context."""
     stream = io.StringIO()
