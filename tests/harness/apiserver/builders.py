@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
+from gpushare_simulator.harness.apiserver import FakeApiServer
 from kubernetes import client
 
 DRIVER = "gpushare.dra.dev"
@@ -119,3 +122,31 @@ def raw(
     except json.JSONDecodeError:
         payload = text
     return response.status, payload, dict(response.getheaders())
+
+
+def with_config(obj: dict[str, Any], parameters: object) -> dict[str, Any]:
+    """Give a claim (or a template's claim spec) one opaque config of ``parameters``."""
+    devices = obj.setdefault("spec", {}).setdefault("devices", {})
+    devices["config"] = [
+        {"requests": ["gpu"], "opaque": {"driver": DRIVER, "parameters": parameters}}
+    ]
+    return obj
+
+
+def send(
+    server: FakeApiServer,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    content_type: str = "application/json",
+) -> tuple[int, str]:
+    """Send exact bytes (the typed client always re-serializes); return status and body text."""
+    address = urlsplit(server.url)
+    connection = http.client.HTTPConnection(address.hostname or "", address.port, timeout=10)
+    try:
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        connection.close()

@@ -213,3 +213,23 @@ def test_patch_of_missing_object_is_404(resource_api: client.ResourceV1Api) -> N
             "nope", "default", {"metadata": {"labels": {"a": "b"}}}
         )
     assert caught.value.status == 404
+
+
+def test_a_patch_that_changes_the_uid_is_refused_as_immutable(
+    api_client: client.ApiClient, server: FakeApiServer
+) -> None:
+    """As kube-apiserver: a merge patch naming another metadata.uid is a 422, not applied."""
+    created = server.create(claim("c1"))
+    code, body, _ = raw(
+        api_client,
+        "PATCH",
+        "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/c1",
+        {"metadata": {"uid": "other", "labels": {"a": "b"}}},
+        content_type="application/merge-patch+json",
+    )
+    assert code == 422
+    assert 'metadata.uid: Invalid value: "other": field is immutable' in body["message"]
+    stored = server.get("resourceclaims", "default", "c1")
+    assert stored is not None
+    assert stored["metadata"]["uid"] == created["metadata"]["uid"]
+    assert "labels" not in stored["metadata"]

@@ -10,12 +10,14 @@ Claims allocated by anyone else (our controller) are never deallocated here.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Final
 
+import yaml
 from kubernetes import client
 
 from dra_driver.k8s import objects, raw
-from dra_driver.k8s.errors import AlreadyExistsError, NotFoundError
+from dra_driver.k8s.errors import AlreadyExistsError, NotFoundError, translate_errors
 from dra_driver.k8s.events import EventRecorder
 from dra_driver.k8s.informer import EventType, Informer, Object, object_key
 from dra_driver.k8s.reconcile import ReconcileLoop
@@ -161,14 +163,57 @@ class ResourceClaimController:
             "spec": template["spec"]["spec"],
         }
         try:
-            claim = raw.call(self._resource.create_namespaced_resource_claim, namespace, body)
+            claim = self._post_claim(namespace, body)
         except AlreadyExistsError:
             return None
         claim_name = str(claim["metadata"]["name"])
         self._created[(objects.uid(pod), entry)] = claim_name
         return claim_name
 
+    def _post_claim(self, namespace: str, body: Object) -> Object:
+        """Create a claim the way its opaque ``parameters`` bytes come out compact.
+
+        kube-controller-manager sends the template's bytes over protobuf; the Python client
+        would send ``json.dumps`` with spaces, which then no JSON or merge patch (the driver's
+        writes) could get past. Sent as YAML, the server stores them as Go's compact JSON.
+        """
+        api = self._resource.api_client
+        request = api.param_serialize(
+            method="POST",
+            resource_path="/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims",
+            path_params={"namespace": namespace},
+            header_params={"Accept": "application/json", "Content-Type": "application/yaml"},
+            body=yaml.safe_dump(body, sort_keys=False),
+            auth_settings=["BearerToken"],
+        )
+        with translate_errors():
+            response = api._call_with_legacy_options(  # the generated methods' own path
+                request, {}, async_req=None, preload_content=False, request_timeout=None,
+                return_http_data_only=True,
+            )  # fmt: skip
+            data = response.data
+        created: Object = json.loads(data)
+        return created
+
     # -- claims: reservations, deallocation, deletion -------------------------------------
+
+    def _patch(self, claim: Object, changes: Object, *, status_write: bool) -> None:
+        """Merge-patch ``changes`` into the claim at the resourceVersion it was read at.
+
+        kube-controller-manager updates claims over protobuf, which sends every opaque
+        ``parameters`` back in the bytes it read; a JSON client can only match that by naming
+        the fields it changes. The ``resourceVersion`` makes it fail on a stale claim (409),
+        as the update does.
+        """
+        namespace, name = object_key(claim)
+        version = {"resourceVersion": claim["metadata"]["resourceVersion"]}
+        body = {**changes, "metadata": {**(changes.get("metadata") or {}), **version}}
+        write = (
+            self._resource.patch_namespaced_resource_claim_status
+            if status_write
+            else self._resource.patch_namespaced_resource_claim
+        )
+        raw.call(write, name, namespace, body, _content_type=raw.MERGE_PATCH)
 
     def _pod_done(self, namespace: str, reference: Object) -> bool:
         pod = self._pods.get(namespace, reference.get("name", ""))
@@ -182,29 +227,16 @@ class ResourceClaimController:
         reserved = status.get("reservedFor") or []
         keep = [ref for ref in reserved if not self._pod_done(namespace, ref)]
         if len(keep) != len(reserved):
-            updated = {**claim, "status": {**status, "reservedFor": keep or None}}
-            raw.call(
-                self._resource.replace_namespaced_resource_claim_status, name, namespace, updated
-            )
+            self._patch(claim, {"status": {"reservedFor": keep or None}}, status_write=True)
             return
         finalizers = claim["metadata"].get("finalizers") or []
         if not keep and SCHEDULER_FINALIZER in finalizers:
             if status.get("allocation"):
-                cleared = {k: v for k, v in status.items() if k not in ("allocation", "devices")}
-                raw.call(
-                    self._resource.replace_namespaced_resource_claim_status,
-                    name,
-                    namespace,
-                    {**claim, "status": cleared},
-                )
+                cleared = {"allocation": None, "devices": None}
+                self._patch(claim, {"status": cleared}, status_write=True)
                 return
             remaining = [f for f in finalizers if f != SCHEDULER_FINALIZER]
-            raw.call(
-                self._resource.replace_namespaced_resource_claim,
-                name,
-                namespace,
-                {**claim, "metadata": {**claim["metadata"], "finalizers": remaining}},
-            )
+            self._patch(claim, {"metadata": {"finalizers": remaining or None}}, status_write=False)
             return
         owner_uid = objects.controller_uid(claim)
         owner = objects.controller_reference(claim)

@@ -220,34 +220,51 @@ class Scheduler:
         )
 
     def _reserve(self, pod: Object, claim: Object, allocation: Object | None) -> None:
-        """Add the pod to ``reservedFor``, writing ``allocation`` first if it is new."""
+        """Add the pod to ``reservedFor``, writing ``allocation`` first if it is new.
+
+        kube-scheduler updates claims over protobuf, which sends every opaque ``parameters``
+        back in the bytes it read; a JSON client can only match that by naming the fields it
+        changes, so both writes are patches. Their ``resourceVersion`` is the update's
+        precondition (409 on a stale claim), and the new allocation is a JSON patch value,
+        whose text the server keeps in its key order, as the copy kube-scheduler makes does.
+        """
         namespace, pod_name = object_key(pod)
         name = claim["metadata"]["name"]
         if allocation is not None:
             finalizers = [*(claim["metadata"].get("finalizers") or []), SCHEDULER_FINALIZER]
+            metadata = {"resourceVersion": claim["metadata"]["resourceVersion"]}
             claim = raw.call(
-                self._resource.replace_namespaced_resource_claim,
+                self._resource.patch_namespaced_resource_claim,
                 name,
                 namespace,
-                {**claim, "metadata": {**claim["metadata"], "finalizers": finalizers}},
+                {"metadata": {**metadata, "finalizers": finalizers}},
+                _content_type=raw.MERGE_PATCH,
             )
         elif objects.uid(pod) in objects.reserved_uids(claim):
             return
         status: dict[str, Any] = dict(claim.get("status") or {})
-        if allocation is None:
-            allocation = dict(status["allocation"])
-            if self._sets_allocation_timestamp and "allocationTimestamp" not in allocation:
-                # kube-scheduler 1.36 stamps every claim it reserves in PreBind.
-                allocation["allocationTimestamp"] = rfc3339()
-        status["allocation"] = allocation
+        version = claim["metadata"]["resourceVersion"]
+        operations: list[Object] = [
+            {"op": "replace", "path": "/metadata/resourceVersion", "value": version}
+        ]
+        if "status" not in claim:
+            operations.append({"op": "add", "path": "/status", "value": {}})
+        if allocation is not None:
+            operations.append({"op": "add", "path": "/status/allocation", "value": allocation})
+        elif self._sets_allocation_timestamp and "allocationTimestamp" not in status["allocation"]:
+            # kube-scheduler 1.36 stamps every claim it reserves in PreBind.
+            stamp = {"op": "add", "path": "/status/allocation/allocationTimestamp"}
+            operations.append({**stamp, "value": rfc3339()})
         reference = {"resource": "pods", "name": pod_name, "uid": objects.uid(pod)}
-        status["reservedFor"] = [*(status.get("reservedFor") or []), reference]
+        reserved = [*(status.get("reservedFor") or []), reference]
+        operations.append({"op": "add", "path": "/status/reservedFor", "value": reserved})
         try:
             written = raw.call(
-                self._resource.replace_namespaced_resource_claim_status,
+                self._resource.patch_namespaced_resource_claim_status,
                 name,
                 namespace,
-                {**claim, "status": status},
+                operations,
+                _content_type=raw.JSON_PATCH,
             )
         except InvalidError as exc:
             message = f'running PreBind plugin "DynamicResources": {exc.message}'

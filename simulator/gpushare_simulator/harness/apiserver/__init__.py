@@ -11,7 +11,10 @@ ValidatingWebhookConfigurations (admissionregistration.k8s.io/v1) are called ove
 server's matching, ordering, reinvocation, failure policies, timeouts, TLS checks and messages
 (see :mod:`~gpushare_simulator.harness.apiserver.admission`; ``clientConfig.service`` is
 reached through
-``FakeApiServer.service_urls``).
+``FakeApiServer.service_urls``). Opaque ``parameters`` (``runtime.RawExtension``) keep the bytes
+they were sent in and are compared byte for byte where a field is immutable, with what each
+write type does to them (see :mod:`~gpushare_simulator.harness.apiserver.rawext`); YAML bodies
+(``application/yaml``) are accepted for create and update.
 
 Knowingly not implemented: authentication/authorization (any token is accepted; webhooks see
 the fixed user ``system:admin``), server-side apply (``application/apply-patch+yaml`` is a

@@ -12,10 +12,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from gpushare_simulator.harness.apiserver import binding, discovery, errors, patch
+import yaml
+
+from gpushare_simulator.harness.apiserver import (
+    binding,
+    discovery,
+    errors,
+    patch,
+    rawext,
+    rawjson,
+)
 from gpushare_simulator.harness.apiserver.deletes import Deleter
 from gpushare_simulator.harness.apiserver.faults import Faults
 from gpushare_simulator.harness.apiserver.operations import Result, Writer
+from gpushare_simulator.harness.apiserver.rawext import Raws
 from gpushare_simulator.harness.apiserver.reads import (
     ListOptions,
     get_object,
@@ -31,6 +41,7 @@ JSON = dict[str, Any]
 LOG: Final = logging.getLogger("gpushare_simulator.harness.apiserver")
 _DUMPS: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 BOOTSTRAP_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")
+YAML: Final = "application/yaml"
 WRITE_VERBS: Final = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 """The verbs that change what the server stores (and carry a body, but for deletes)."""
 
@@ -99,6 +110,16 @@ def _decode_body(info: RequestInfo, raw: bytes) -> object:
             f"the object provided is unrecognized (must be of type {kind}): couldn't get "
             f"version/kind; json parse error: {exc}"
         ) from None
+
+
+def _yaml_as_json(info: RequestInfo, raw: bytes, media_type: str) -> bytes:
+    """Return a YAML create/update body as the JSON the server decodes instead (keys sorted)."""
+    if media_type != YAML or info.verb not in {"create", "update"} or not raw.strip():
+        return raw
+    try:
+        return rawjson.yaml_to_json(raw).encode()
+    except yaml.YAMLError as exc:
+        raise errors.bad_request(f"error converting YAML to JSON: {exc}") from None
 
 
 def _delete_options(body: object, query: Mapping[str, str]) -> JSON:
@@ -175,6 +196,8 @@ class ApiApp:
             return Response.of(200, doc)
         rtype = info.rtype
         assert rtype is not None  # noqa: S101 - routing guarantees it for API verbs
+        media_type = content_type.split(";", maxsplit=1)[0].strip().lower()
+        raw = _yaml_as_json(info, raw, media_type)
         body = _decode_body(info, raw)
         namespace = info.namespace or ""
         query = info.query
@@ -187,19 +210,20 @@ class ApiApp:
             items, rv, token, remaining = list_objects(self.store, rtype, info.namespace, options)
             return Response(200, list_body(rtype, items, rv, token, remaining))
         if info.verb == "create":
-            return self._create(info, rtype, body, dry_run=dry_run, validation=validation)
+            raws = rawext.from_body(rtype, raw)
+            return self._create(info, rtype, body, raws, dry_run=dry_run, validation=validation)
         if info.verb == "update":
             result = self.writer.update(
                 rtype, namespace, info.name, body, subresource=info.subresource,
-                dry_run=dry_run, field_validation=validation,
+                dry_run=dry_run, field_validation=validation, raws=rawext.from_body(rtype, raw),
             )  # fmt: skip
         elif info.verb == "patch":
-            kind = content_type.split(";", maxsplit=1)[0].strip().lower()
-            if kind not in patch.PATCH_TYPES:
-                raise errors.unsupported_media_type(kind)
+            if media_type not in patch.PATCH_TYPES:
+                raise errors.unsupported_media_type(media_type)
+            op_texts = rawext.op_values(rtype, raw) if media_type == patch.JSON_PATCH else {}
             result = self.writer.patch(
-                rtype, namespace, info.name, body, kind, subresource=info.subresource,
-                dry_run=dry_run, field_validation=validation,
+                rtype, namespace, info.name, body, media_type, subresource=info.subresource,
+                dry_run=dry_run, field_validation=validation, op_texts=op_texts,
             )  # fmt: skip
         elif info.verb == "delete":
             deletion = _delete_options(body, query)
@@ -218,6 +242,7 @@ class ApiApp:
         info: RequestInfo,
         rtype: ResourceType,
         body: object,
+        raws: Raws,
         *,
         dry_run: bool,
         validation: str,
@@ -230,6 +255,6 @@ class ApiApp:
             result = binding.bind(self.store, namespace, name, body, dry_run=dry_run)
         else:
             result = self.writer.create(
-                rtype, namespace, body, dry_run=dry_run, field_validation=validation
+                rtype, namespace, body, dry_run=dry_run, field_validation=validation, raws=raws
             )
         return Response.of(result.code, result.body, result.warnings)

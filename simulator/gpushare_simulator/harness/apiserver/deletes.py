@@ -113,8 +113,8 @@ class Deleter:
         if rtype.key == "namespaces":
             obj.setdefault("status", {})["phase"] = "Terminating"
         if dry_run:
-            return Result(200, obj)
-        entry = self.store.replace(rtype, obj, current.rv, remove=False)
+            return Result(200, Entry(rtype, obj, current.raws))
+        entry = self.store.replace(rtype, obj, current.rv, remove=False, raws=current.raws)
         if entry is None:
             return None
         if rtype.key == "namespaces":

@@ -8,11 +8,15 @@ resourceVersion precondition. No-op writes do not bump the resourceVersion.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Final
 
-from gpushare_simulator.harness.apiserver import errors, patch, strategies
+from gpushare_simulator.harness.apiserver import errors, patch, rawext, strategies
 from gpushare_simulator.harness.apiserver.admission import Webhooks
+from gpushare_simulator.harness.apiserver.claim_status import IMMUTABLE
+from gpushare_simulator.harness.apiserver.rawext import EMPTY, Raws
 from gpushare_simulator.harness.apiserver.resources import REGISTRY, ResourceType
 from gpushare_simulator.harness.apiserver.store import Entry, Store
 from gpushare_simulator.harness.apiserver.validation import Admission
@@ -21,6 +25,7 @@ from gpushare_simulator.harness.apiserver.webhook_match import Request
 JSON = dict[str, Any]
 MAX_ATTEMPTS: Final = 64
 NAMESPACES: Final = REGISTRY.resolve("namespaces")
+EMPTY_TEXTS: Final[Mapping[int, str]] = MappingProxyType({})
 
 
 @dataclass
@@ -129,8 +134,12 @@ class Writer:
         dry_run: bool = False,
         field_validation: str = "Strict",
         seed: bool = False,
+        raws: Raws = EMPTY,
     ) -> Result:
-        """POST: a new object with uid, creationTimestamp and resourceVersion; 409 if taken."""
+        """POST: a new object with uid, creationTimestamp and resourceVersion; 409 if taken.
+
+        ``raws`` are the texts of the body's RawExtension values, by path.
+        """
         obj = self._body(rtype, body, namespace)
         meta = obj["metadata"]
         if meta.pop("resourceVersion", None) and not seed:
@@ -148,14 +157,15 @@ class Writer:
                 meta["name"] = strategies.generate_name(str(meta["generateName"]))
             attempt = json.loads(json.dumps(obj))
             strategies.prepare_create(rtype, attempt, keep_status=seed)
+            settled = rawext.settle(rtype, attempt, raws, EMPTY, status_write=False)
             warnings = hook_warnings + self.admission.admit(
                 rtype, attempt, field_validation=field_validation
             )
             warnings += self.webhooks.validate(request.with_object(attempt))
             if dry_run:
-                return Result(201, attempt, warnings)
+                return Result(201, Entry(rtype, attempt, settled), warnings)
             try:
-                return Result(201, self.store.create(rtype, attempt), warnings)
+                return Result(201, self.store.create(rtype, attempt, settled), warnings)
             except errors.ApiError as exc:
                 if not (generated and exc.reason == "AlreadyExists"):
                     raise
@@ -178,22 +188,37 @@ class Writer:
         subresource: str = "",
         field_validation: str = "Strict",
         dry_run: bool = False,
+        raws: Raws = EMPTY,
     ) -> Result | None:
-        """Admit and compare-and-swap ``new`` over ``current``; ``None`` if someone got first."""
+        """Admit and compare-and-swap ``new`` over ``current``; ``None`` if someone got first.
+
+        ``raws`` are the RawExtension texts the write brought (see :func:`rawext.settle`).
+        """
+        status_write = subresource == "status"
+        settled = rawext.settle(rtype, new, raws, current.raws, status_write=status_write)
+        meta, old_meta = new["metadata"], current.obj["metadata"]
+        if (
+            rtype.generation
+            and not status_write
+            and meta.get("generation") == old_meta.get("generation")
+            and rawext.spec_bytes_changed(current.raws, settled)
+        ):
+            meta["generation"] = int(old_meta.get("generation", 0)) + 1
         warnings = self.admission.admit(
-            rtype, new, current.obj, subresource=subresource, field_validation=field_validation
-        )
+            rtype, new, current.obj, subresource=subresource, field_validation=field_validation,
+            raw_errors=rawext.immutable_errors(rtype, current.obj, new, current.raws, settled),
+        )  # fmt: skip
         namespace = str(current.obj["metadata"].get("namespace") or "")
         request = Request.of(
             "UPDATE", rtype, namespace, new, current.obj, subresource=subresource, dry_run=dry_run
         )
         warnings += self.webhooks.validate(request)
         remove = _deleting_done(new)
-        if not remove and _same(current.obj, new):
+        if not remove and _same(current.obj, new) and dict(settled) == dict(current.raws):
             return Result(200, current, warnings)
         if dry_run:
-            return Result(200, new, warnings)
-        entry = self.store.replace(rtype, new, current.rv, remove=remove)
+            return Result(200, Entry(rtype, new, settled), warnings)
+        entry = self.store.replace(rtype, new, current.rv, remove=remove, raws=settled)
         if entry is None:
             return None
         if remove:
@@ -210,8 +235,12 @@ class Writer:
         subresource: str = "",
         dry_run: bool = False,
         field_validation: str = "Strict",
+        raws: Raws = EMPTY,
     ) -> Result:
-        """PUT: replace the object; a stale ``metadata.resourceVersion`` is a 409 Conflict."""
+        """PUT: replace the object; a stale ``metadata.resourceVersion`` is a 409 Conflict.
+
+        ``raws`` are the texts of the body's RawExtension values, by path.
+        """
         obj = self._body(rtype, body, namespace)
         self._identity(obj, name)
         meta = obj["metadata"]
@@ -220,8 +249,9 @@ class Writer:
             if current is None:
                 if rtype.create_on_update and not subresource:
                     return self.create(
-                        rtype, namespace, obj, dry_run=dry_run, field_validation=field_validation
-                    )
+                        rtype, namespace, obj, dry_run=dry_run, field_validation=field_validation,
+                        raws=raws,
+                    )  # fmt: skip
                 raise rtype.not_found(name)
             stored = current.obj["metadata"]
             if meta.get("resourceVersion") and meta["resourceVersion"] != stored["resourceVersion"]:
@@ -232,15 +262,33 @@ class Writer:
                     f"Precondition failed: UID in precondition: {meta['uid']}, "
                     f"UID in object meta: {stored['uid']}",
                 )
-            new, hook_warnings = self._mutate(rtype, current, obj, subresource, dry_run=dry_run)
-            result = self.commit(
-                rtype, current, new, subresource=subresource,
-                field_validation=field_validation, dry_run=dry_run,
-            )  # fmt: skip
+            result = self._admit_and_commit(
+                rtype, current, obj, subresource, field_validation, dry_run=dry_run, raws=raws
+            )
             if result is not None:
-                result.warnings[:0] = hook_warnings
                 return result
         raise errors.internal(f"too many concurrent writes to {rtype.key} {name}")
+
+    def _admit_and_commit(
+        self,
+        rtype: ResourceType,
+        current: Entry,
+        obj: JSON,
+        subresource: str,
+        field_validation: str,
+        *,
+        dry_run: bool,
+        raws: Raws,
+    ) -> Result | None:
+        """Mutate ``obj`` as an update of ``current`` and commit it; None on a lost race."""
+        new, hook_warnings = self._mutate(rtype, current, obj, subresource, dry_run=dry_run)
+        result = self.commit(
+            rtype, current, new, subresource=subresource,
+            field_validation=field_validation, dry_run=dry_run, raws=raws,
+        )  # fmt: skip
+        if result is not None:
+            result.warnings[:0] = hook_warnings
+        return result
 
     def _mutate(
         self, rtype: ResourceType, current: Entry, obj: JSON, subresource: str, *, dry_run: bool
@@ -267,37 +315,61 @@ class Writer:
         subresource: str = "",
         dry_run: bool = False,
         field_validation: str = "Strict",
+        op_texts: Mapping[int, str] = EMPTY_TEXTS,
     ) -> Result:
-        """PATCH in any of the three formats; a ``metadata.resourceVersion`` is a precondition."""
+        """PATCH in any of the three formats; a ``metadata.resourceVersion`` is a precondition.
+
+        ``op_texts`` are the texts of a JSON patch's operation values, by operation index.
+        """
         for _ in range(MAX_ATTEMPTS):
             current = self.store.get(rtype, namespace, name)
             if current is None:
                 raise rtype.not_found(name)
-            original = current.copy()
-            if content_type == patch.MERGE:
-                if not isinstance(body, dict):
-                    raise errors.bad_request("merge patch must be a JSON object")
-                patched = patch.merge_patch(original, body)
-            elif content_type == patch.JSON_PATCH:
-                patched = patch.json_patch(original, body)
-            elif content_type == patch.STRATEGIC:
-                patched = self.smp.apply(original, body, self.admission.schemas.kind_schema(rtype))
-            else:
-                raise errors.unsupported_media_type(content_type)
+            patched, raws = self._apply(rtype, current, body, content_type, op_texts)
             obj = self._body(rtype, patched, namespace)
             self._identity(obj, name)
             wanted = obj["metadata"].get("resourceVersion")
             if wanted and wanted != current.obj["metadata"]["resourceVersion"]:
                 raise rtype.conflict(name)
-            new, hook_warnings = self._mutate(rtype, current, obj, subresource, dry_run=dry_run)
-            result = self.commit(
-                rtype, current, new, subresource=subresource,
-                field_validation=field_validation, dry_run=dry_run,
-            )  # fmt: skip
+            uid = obj["metadata"].get("uid")
+            if uid and uid != current.obj["metadata"]["uid"]:
+                # A patch names no precondition on the UID: it changes it, which is refused.
+                raise rtype.invalid(name, [errors.invalid("metadata.uid", uid, IMMUTABLE)])
+            result = self._admit_and_commit(
+                rtype, current, obj, subresource, field_validation, dry_run=dry_run, raws=raws
+            )
             if result is not None:
-                result.warnings[:0] = hook_warnings
                 return result
         raise errors.internal(f"too many concurrent writes to {rtype.key} {name}")
+
+    def _apply(
+        self,
+        rtype: ResourceType,
+        current: Entry,
+        body: object,
+        content_type: str,
+        op_texts: Mapping[int, str],
+    ) -> tuple[object, Raws]:
+        """Patch a copy of ``current``; return it with the texts of its RawExtension values.
+
+        JSON and merge patches work on the object as JSON (kept texts compacted, marked so they
+        travel with their values); strategic merge works on maps, re-encoding every value.
+        """
+        original = current.copy()
+        patched: object
+        if content_type == patch.STRATEGIC:
+            patched = self.smp.apply(original, body, self.admission.schemas.kind_schema(rtype))
+            return patched, rawext.collect(rtype, patched, rawext.mapped_text)
+        marked = rawext.wrap(rtype, original, current.raws)
+        if content_type == patch.MERGE:
+            if not isinstance(body, dict):
+                raise errors.bad_request("merge patch must be a JSON object")
+            patched = patch.merge_patch(marked, body)
+        elif content_type == patch.JSON_PATCH:
+            patched = patch.json_patch(marked, body, rawext.op_hook(rtype, op_texts))
+        else:
+            raise errors.unsupported_media_type(content_type)
+        return patched, rawext.collect(rtype, patched, rawext.patched_text)
 
     def after_removal(self, rtype: ResourceType, entry: Entry) -> None:
         """Finish a terminating namespace once its last object is gone (namespace controller)."""

@@ -12,6 +12,7 @@ are unions, every other list is replaced. Directives: ``$patch: replace|delete|m
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any, Final
 
 from gpushare_simulator.harness.apiserver import errors
@@ -127,16 +128,25 @@ def _holds(doc: object, path: str, value: object) -> bool:
     return _get(doc, path) == value
 
 
-def json_patch(target: object, operations: object) -> object:
-    """Apply an RFC 6902 JSON patch; a failing operation is a 422 like the server's."""
+def json_patch(
+    target: object,
+    operations: object,
+    value_hook: Callable[[int, str, object], object] | None = None,
+) -> object:
+    """Apply an RFC 6902 JSON patch; a failing operation is a 422 like the server's.
+
+    ``value_hook(index, path, value)`` may replace each operation's (private) value first.
+    """
     if not isinstance(operations, list):
         raise errors.bad_request("json patch must be a list of operations")
     doc = copy.deepcopy(target)
-    for operation in operations:
+    for index, operation in enumerate(operations):
         if not isinstance(operation, dict) or "op" not in operation:
             raise errors.bad_request(f"invalid JSON patch operation: {operation!r}")
         op, path = operation["op"], str(operation.get("path", ""))
         value = copy.deepcopy(operation.get("value"))
+        if value_hook is not None:
+            value = value_hook(index, path, value)
         if op == "add":
             doc = _add(doc, path, value)
         elif op == "remove":

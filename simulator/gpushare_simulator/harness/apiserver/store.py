@@ -13,7 +13,8 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any, Final
 
-from gpushare_simulator.harness.apiserver import errors
+from gpushare_simulator.harness.apiserver import errors, rawext
+from gpushare_simulator.harness.apiserver.rawext import EMPTY, Raws
 from gpushare_simulator.harness.apiserver.resources import ResourceType
 
 JSON = dict[str, Any]
@@ -22,12 +23,17 @@ _DUMPS: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).enco
 
 
 class Entry:
-    """One committed object version; ``obj`` is shared and must never be mutated."""
+    """One committed object version; ``obj`` is shared and must never be mutated.
 
-    __slots__ = ("_raw", "obj", "prefix")
+    ``raws`` are the kept texts of its RawExtension values (see
+    :mod:`~gpushare_simulator.harness.apiserver.rawext`), by path.
+    """
 
-    def __init__(self, rtype: ResourceType, obj: JSON) -> None:
+    __slots__ = ("_raw", "obj", "prefix", "raws")
+
+    def __init__(self, rtype: ResourceType, obj: JSON, raws: Raws = EMPTY) -> None:
         self.obj = obj
+        self.raws = raws
         self.prefix = f'{{"kind":"{rtype.kind}","apiVersion":"{rtype.api_version}",'.encode()
         self._raw: bytes | None = None
 
@@ -36,7 +42,8 @@ class Entry:
         """JSON without ``kind``/``apiVersion``: how the object appears inside a list."""
         if self._raw is None:
             body = {k: v for k, v in self.obj.items() if k not in {"kind", "apiVersion"}}
-            self._raw = _DUMPS(body).encode()
+            text = rawext.render(body, self.raws, _DUMPS) if self.raws else _DUMPS(body)
+            self._raw = text.encode()
         return self._raw
 
     @property
@@ -84,7 +91,7 @@ def with_rv(rtype: ResourceType, entry: Entry, rv: int) -> Entry:
     """Return a shallow copy of ``entry`` stamped with another resourceVersion."""
     obj = dict(entry.obj)
     obj["metadata"] = {**entry.obj["metadata"], "resourceVersion": str(rv)}
-    return Entry(rtype, obj)
+    return Entry(rtype, obj, entry.raws)
 
 
 class Bucket:
@@ -159,7 +166,7 @@ class Store:
         with self.lock:
             return sum(1 for k in self.buckets[rtype.key].objects if k[0] == namespace)
 
-    def create(self, rtype: ResourceType, obj: JSON) -> Entry:
+    def create(self, rtype: ResourceType, obj: JSON, raws: Raws = EMPTY) -> Entry:
         """Store a new object (stamping its resourceVersion); 409 if the name is taken."""
         key = key_of(obj)
         with self.lock:
@@ -168,14 +175,14 @@ class Store:
                 raise errors.already_exists(rtype.group, rtype.plural, key[1])
             self._rv += 1
             obj["metadata"]["resourceVersion"] = str(self._rv)
-            entry = Entry(rtype, obj)
+            entry = Entry(rtype, obj, raws)
             bucket.objects[key] = entry
             bucket.invalidate()
             self._commit(bucket, "ADDED", entry, None)
             return entry
 
     def replace(
-        self, rtype: ResourceType, obj: JSON, expected_rv: int, *, remove: bool
+        self, rtype: ResourceType, obj: JSON, expected_rv: int, *, remove: bool, raws: Raws = EMPTY
     ) -> Entry | None:
         """Swap in a new version if the stored one is still at ``expected_rv``, else ``None``.
 
@@ -190,7 +197,7 @@ class Store:
                 return None
             self._rv += 1
             obj["metadata"]["resourceVersion"] = str(self._rv)
-            entry = Entry(rtype, obj)
+            entry = Entry(rtype, obj, raws)
             if remove:
                 del bucket.objects[key]
                 bucket.invalidate()

@@ -8,7 +8,7 @@ one 422 Invalid listing every field error as a cause.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, cast
 
 import jsonschema
@@ -113,11 +113,13 @@ class Admission:
         *,
         subresource: str = "",
         field_validation: str = "Strict",
+        raw_errors: Sequence[FieldError] = (),
     ) -> list[str]:
         """Decode ``obj`` in place (canonical quantities, unknown fields) and validate it.
 
         Raises the 400 of an undecodable body, else the 422 of an invalid object; returns the
-        warnings of ``fieldValidation=Warn``.
+        warnings of ``fieldValidation=Warn``. ``raw_errors`` are validation errors found on
+        the kept bytes of RawExtension values, reported with the rest.
         """
         problems = self.normalizer.apply(obj, self.schemas.kind_schema(rtype))
         if not self.enabled:
@@ -143,7 +145,7 @@ class Admission:
         # Fields of disabled gates exist in the Go types, so they decode, then the strategy drops
         # them before validation; fields unknown to this release failed strict decoding above.
         self.gates.drop_disabled(rtype.key, obj, old)
-        self._validate(rtype, obj, old, subresource, errs)
+        self._validate(rtype, obj, old, subresource, errs, extra=list(raw_errors))
         return listed if field_validation == "Warn" else []
 
     def drop_unknown(self, rtype: ResourceType, obj: JSON) -> None:
@@ -206,6 +208,8 @@ class Admission:
         old: JSON | None,
         subresource: str,
         errs: list[FieldError],
+        *,
+        extra: list[FieldError],
     ) -> None:
         if subresource != "status":
             errs += core_rules.object_meta(rtype, obj, old)
@@ -224,6 +228,7 @@ class Admission:
             update_rule = table.get(rtype.key)
             if update_rule is not None:
                 errs += update_rule(old, obj)
+        errs += extra
         if errs:
             name = str((obj.get("metadata") or {}).get("name", ""))
             raise rtype.invalid(name, errs)
