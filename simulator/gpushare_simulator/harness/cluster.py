@@ -26,6 +26,7 @@ from gpushare_simulator.harness.actors.kubelet import Kubelet
 from gpushare_simulator.harness.actors.scheduler import Scheduler
 from gpushare_simulator.harness.apiserver import FakeApiServer
 from gpushare_simulator.harness.controlplane import RealControlPlane
+from gpushare_simulator.harness.kubeapply import Applier
 from gpushare_simulator.harness.kubebin import KubeBinaries
 
 T = TypeVar("T")
@@ -33,26 +34,6 @@ Object = dict[str, Any]
 
 # What every emulated node offers besides GPUs; enough for any test pod.
 _NODE_RESOURCES: Final = {"cpu": "64", "memory": "512Gi", "pods": "110"}
-
-_CREATE: Final[dict[str, tuple[str, str, bool]]] = {
-    # kind -> (API class, method suffix, namespaced)
-    "Namespace": ("CoreV1Api", "namespace", False),
-    "Pod": ("CoreV1Api", "namespaced_pod", True),
-    "DeviceClass": ("ResourceV1Api", "device_class", False),
-    "ResourceClaim": ("ResourceV1Api", "namespaced_resource_claim", True),
-    "ResourceClaimTemplate": ("ResourceV1Api", "namespaced_resource_claim_template", True),
-    "ResourceSlice": ("ResourceV1Api", "resource_slice", False),
-    "MutatingWebhookConfiguration": (
-        "AdmissionregistrationV1Api",
-        "mutating_webhook_configuration",
-        False,
-    ),
-    "ValidatingWebhookConfiguration": (
-        "AdmissionregistrationV1Api",
-        "validating_webhook_configuration",
-        False,
-    ),
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,23 +173,12 @@ class FakeCluster:
     # -- conveniences for tests and the simulator -----------------------------------------
 
     def apply(self, documents: Iterable[Object], namespace: str = "default") -> list[Object]:
-        """Create each object (kinds: see ``_CREATE``) and return what the server stored."""
-        created = []
-        for document in documents:
-            kind = document.get("kind", "")
-            if kind not in _CREATE:
-                raise ValueError(
-                    f"cannot apply kind {kind!r}; supported: {', '.join(sorted(_CREATE))}"
-                )
-            api_class, suffix, namespaced = _CREATE[kind]
-            api = getattr(client, api_class)(self.api)
-            method = getattr(api, f"create_{suffix}")
-            if namespaced:
-                target = document.get("metadata", {}).get("namespace") or namespace
-                created.append(raw.call(method, target, document))
-            else:
-                created.append(raw.call(method, document))
-        return created
+        """Create each object as users do (YAML); return what the server stored.
+
+        Not the Python client's spaced JSON: a real API server keeps a claim's opaque
+        parameters as sent, and a claim stored spaced can take no patch from any JSON client.
+        """
+        return Applier(self.api).create(list(documents), namespace)
 
     def wait_for(self, condition: Callable[[], T | None], what: str, timeout: float = 10.0) -> T:
         """Poll ``condition`` until it returns something other than None or False."""

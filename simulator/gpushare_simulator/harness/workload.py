@@ -30,6 +30,7 @@ from dra_driver.k8s.errors import NotFoundError
 from dra_driver.k8s.informer import EventType, Informer, InformerGroup
 from dra_driver.plan.inventory import node_slices
 from gpushare_simulator.harness.cluster import FakeCluster
+from gpushare_simulator.harness.kubeapply import Applier
 from gpushare_simulator.harness.processes import ComponentProcess, start_controller
 
 Object = dict[str, Any]
@@ -188,6 +189,7 @@ class Tracker:
         self._names, self.namespace = names, namespace
         core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
         self._core, self._resource = core, resource
+        self._applier = Applier(api)
         self._lock = threading.Lock()
         self.times: dict[str, PodTimes] = {}
         self._users: dict[str, set[str]] = {}
@@ -214,8 +216,9 @@ class Tracker:
         Pods go one after the other, or every ``interval`` seconds (a paced load below
         saturation; a late create is not made up for by a burst).
         """
-        for claim in wave.claims:
-            raw.call(self._resource.create_namespaced_resource_claim, self.namespace, claim)
+        # As users create them (YAML): a claim stored as the Python client spaces it could not
+        # take the driver's patches, on a real API server as on the fake.
+        self._applier.create(wave.claims, self.namespace)
         next_at = time.monotonic()
         for pod in wave.pods:
             if interval > 0:
