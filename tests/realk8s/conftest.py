@@ -23,8 +23,6 @@ from dra_driver.k8s import raw
 from dra_driver.nvml.inventory import builtin_inventory, dump_inventory
 from realk8s.kit import CHART, GPU_LABELS, TOOLS, Cluster, wait_for
 
-pytestmark = pytest.mark.realk8s
-
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test of this directory needs the real binaries."""
