@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Final, TypeAlias
+from typing import Final, TypeAlias
 
 from kubernetes import client, config
 
@@ -49,7 +49,7 @@ from gpushare_simulator.harness._controlplane_setup import (
 )
 from gpushare_simulator.harness.hollownode import HollowNode
 from gpushare_simulator.harness.kubebin import KUBELET, KubeBinaries
-from gpushare_simulator.harness.spawn import spawn
+from gpushare_simulator.harness.spawn import LoggedProcess
 
 __all__ = [
     "MIN_VERSION",
@@ -117,40 +117,6 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
-class _Component:
-    """One started binary with its log file."""
-
-    def __init__(self, name: str, command: list[str], log_path: Path) -> None:
-        self.name = name
-        self.log_path = log_path
-        self._log: IO[bytes] = log_path.open("ab")
-        try:
-            self.process = spawn(command, stdout=self._log)
-        except OSError:
-            self._log.close()
-            raise
-
-    def stop(self, grace_s: float, *, kill: bool = False) -> None:
-        if self.process.poll() is None and kill:
-            self.process.kill()
-            self.process.wait()
-        elif self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log.close()
-
-    def tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace").splitlines()[-lines:]
-        except OSError as error:
-            text = [f"(cannot read: {error})"]
-        return f"--- {self.name} ({self.log_path}, last {lines} lines) ---\n" + "\n".join(text)
-
-
 class RealControlPlane:
     """A real etcd, kube-apiserver, and where given kube-controller-manager and kube-scheduler.
 
@@ -181,7 +147,7 @@ class RealControlPlane:
         self.version: tuple[int, int] | None = None
         self.nodes: dict[str, HollowNode] = {}
         self._layout: Layout | None = None
-        self._components: dict[str, _Component] = {}
+        self._components: dict[str, LoggedProcess] = {}
         self._etcd_cluster_flag = True
 
     def __enter__(self) -> RealControlPlane:
@@ -284,7 +250,9 @@ class RealControlPlane:
     def _launch(self, commands: Mapping[str, list[str]], deadline: float) -> None:
         for name, command in commands.items():
             log = self.work_dir / "logs" / f"{name}.log"
-            self._components[name] = _Component(name, command, log)
+            component = LoggedProcess(name, command, log)
+            component.start()
+            self._components[name] = component
             if name in ("etcd", "kube-apiserver"):  # later components need these to be up
                 self._wait(name, self._probe_of(name), deadline)
         for name in commands:
@@ -329,7 +297,7 @@ class RealControlPlane:
         last = "no answer yet"
         while True:
             for component in self._components.values():
-                code = component.process.poll()
+                code = component.process.poll() if component.process else None
                 if code is not None:
                     raise ControlPlaneError(
                         f"{component.name} exited with status {code} while waiting for {what}; "
@@ -346,7 +314,7 @@ class RealControlPlane:
             time.sleep(_POLL_INTERVAL_S)
 
     def _tails(self) -> str:
-        return "\n".join(component.tail() for component in self._components.values())
+        return "\n".join(c.tail(LOG_TAIL_LINES) for c in self._components.values())
 
     def stop(self) -> None:
         """Stop the kubelets, then every component, newest first: SIGTERM, then SIGKILL."""
@@ -358,7 +326,7 @@ class RealControlPlane:
 
     def pids(self) -> list[int]:
         """Return the process IDs of the components still running (for tests and debugging)."""
-        return [c.process.pid for c in self._components.values() if c.process.poll() is None]
+        return [c.process.pid for c in self._components.values() if c.process and c.running()]
 
 
 def _probe(pki: Pki | None, port: int, path: str, expect: str) -> tuple[bool, str]:

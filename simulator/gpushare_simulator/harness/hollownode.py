@@ -21,12 +21,12 @@ import dataclasses
 import json
 import time
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import Any, Final
 
 from kubernetes import client
 
 from gpushare_simulator.harness._controlplane_setup import ControlPlaneError
-from gpushare_simulator.harness.spawn import spawn
+from gpushare_simulator.harness.spawn import LoggedProcess
 
 Object = dict[str, Any]
 
@@ -65,7 +65,7 @@ class HollowNode:
         self.name = name
         self.root = root
         self.kubelet_dir = kubelet_dir
-        self._command = [
+        command = [
             str(binary),
             f"--kubeconfig={kubeconfig}",
             f"--name={name}",
@@ -75,8 +75,7 @@ class HollowNode:
             "--v=2",
         ]
         self.log_path = kubelet_dir / "kubelet.log"
-        self._log: IO[bytes] | None = None
-        self._process: Any = None
+        self._process = LoggedProcess(f"kubelet {name}", command, self.log_path)
 
     @property
     def registry(self) -> Path:
@@ -87,15 +86,14 @@ class HollowNode:
         """Start the kubelet; it registers its Node (see :meth:`wait_ready`)."""
         self.kubelet_dir.mkdir(parents=True, exist_ok=True)
         self.root.mkdir(parents=True, exist_ok=True)
-        self._log = self.log_path.open("ab")
-        self._process = spawn(self._command, stdout=self._log)
+        self._process.start()
 
     def wait_ready(self, api: client.ApiClient, timeout_s: float = _READY_TIMEOUT_S) -> None:
         """Wait until the Node reports Ready; ControlPlaneError with the log tail if not."""
         core = client.CoreV1Api(api)
         deadline = time.monotonic() + timeout_s
         while True:
-            if self._process is None or self._process.poll() is not None:
+            if not self._process.running():
                 raise ControlPlaneError(f"the kubelet of {self.name} exited\n{self.tail()}")
             try:
                 status = core.read_node(self.name).status
@@ -137,26 +135,12 @@ class HollowNode:
 
     def running(self) -> bool:
         """Whether the kubelet process is alive."""
-        return self._process is not None and self._process.poll() is None
+        return self._process.running()
 
     def stop(self, grace_s: float = 10.0) -> None:
         """Stop the kubelet (SIGTERM, then SIGKILL); safe to repeat."""
-        process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=grace_s)
-            except Exception:  # noqa: BLE001 - a kubelet that will not stop is killed
-                process.kill()
-                process.wait()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        self._process.stop(grace_s)
 
     def tail(self, lines: int = 25) -> str:
         """Return the last lines of the kubelet's log."""
-        try:
-            text = self.log_path.read_text(errors="replace").splitlines()[-lines:]
-        except OSError as error:
-            text = [f"(cannot read: {error})"]
-        return f"--- kubelet {self.name} ({self.log_path}) ---\n" + "\n".join(text)
+        return self._process.tail(lines)

@@ -24,14 +24,14 @@ import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import Any, Final
 
 import yaml
 from kubernetes import client
 
 from dra_driver.k8s import raw
 from gpushare_simulator.harness.hollownode import KUBELET_DIR
-from gpushare_simulator.harness.spawn import spawn
+from gpushare_simulator.harness.spawn import LoggedProcess
 
 Object = dict[str, Any]
 
@@ -90,7 +90,7 @@ def token_kubeconfig(url: str, ca_file: Path, token: str) -> str:
     )
 
 
-class PodProcess:
+class PodProcess(LoggedProcess):
     """One container of one pod, running here; see the module docstring."""
 
     def __init__(
@@ -106,7 +106,6 @@ class PodProcess:
         overrides: Mapping[str, str] | None = None,
     ) -> None:
         self.pod = pod
-        self.name = f"{pod['metadata']['namespace']}_{pod['metadata']['name']}"
         self.work_dir = work_dir
         self._api = api
         self._node_root = node_root
@@ -121,13 +120,11 @@ class PodProcess:
         kubeconfig.write_text(token_kubeconfig(url, ca_file, bound_token(api, pod)))
         env["KUBECONFIG"] = str(kubeconfig)
         env.update(overrides or {})
-        self.env = env
         binary = Path(sys.executable).parent / ENTRYPOINT
-        self.command = [str(binary if binary.exists() else shutil.which(ENTRYPOINT) or ENTRYPOINT)]
-        self.command += list(container.get("command") or [])[1:] + list(container.get("args") or [])
-        self.log_path = work_dir / "log"
-        self._log: IO[bytes] | None = None
-        self.process: Any = None
+        command = [str(binary if binary.exists() else shutil.which(ENTRYPOINT) or ENTRYPOINT)]
+        command += list(container.get("command") or [])[1:] + list(container.get("args") or [])
+        name = f"{pod['metadata']['namespace']}_{pod['metadata']['name']}"
+        super().__init__(name, command, work_dir / "log", env)
 
     def _mounts(self, container: Object) -> dict[str, Path]:
         """Map each mount path of the container to its local directory, made ready."""
@@ -169,42 +166,6 @@ class PodProcess:
                 return str(local) + value[len(mount_path) :]
         return value
 
-    def start(self) -> None:
-        """Start (or start again after a kill) the process."""
-        self._log = self.log_path.open("ab")
-        self.process = spawn(self.command, stdout=self._log, env=self.env)
-
-    def running(self) -> bool:
-        """Whether the process is alive."""
-        return self.process is not None and self.process.poll() is None
-
     def kill(self) -> None:
         """SIGKILL the process, as a node losing the pod would."""
-        if self.running():
-            self.process.kill()
-            self.process.wait()
-        self._close()
-
-    def stop(self, grace_s: float = 10.0) -> None:
-        """SIGTERM, then SIGKILL after ``grace_s``; safe to repeat."""
-        if self.running():
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=grace_s)
-            except Exception:  # noqa: BLE001 - one that will not stop is killed
-                self.process.kill()
-                self.process.wait()
-        self._close()
-
-    def _close(self) -> None:
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def tail(self, lines: int = 30) -> str:
-        """Return the last lines of the process's output."""
-        try:
-            text = self.log_path.read_text(errors="replace").splitlines()[-lines:]
-        except OSError as error:
-            text = [f"(cannot read: {error})"]
-        return f"--- {self.name} ({self.log_path}) ---\n" + "\n".join(text)
+        self.stop(0.0, kill=True)

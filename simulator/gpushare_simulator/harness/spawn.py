@@ -56,3 +56,62 @@ def _kill_survivors() -> None:
     for process in survivors:
         process.kill()
         process.wait(_KILL_WAIT_SECONDS)
+
+
+class LoggedProcess:
+    """A program started by :func:`spawn` whose output goes to a log file; it may restart."""
+
+    def __init__(
+        self,
+        name: str,
+        command: Sequence[str],
+        log_path: Path,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.name = name
+        self.command = list(command)
+        self.log_path = log_path
+        self.env = env
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    def start(self) -> None:
+        """Start it (again, after a stop or kill), appending to its log."""
+        self._log = self.log_path.open("ab")
+        try:
+            self.process = spawn(self.command, stdout=self._log, env=self.env)
+        except OSError:
+            self._close()
+            raise
+
+    def running(self) -> bool:
+        """Whether it is alive."""
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, grace_s: float, *, kill: bool = False) -> None:
+        """SIGTERM, then SIGKILL after ``grace_s``; SIGKILL at once with ``kill``. Repeatable."""
+        process = self.process
+        if process is not None and process.poll() is None:
+            if kill:
+                process.kill()
+            else:
+                process.terminate()
+            try:
+                process.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self._close()
+
+    def _close(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def tail(self, lines: int = 25) -> str:
+        """Return the last ``lines`` lines of its log, under a header naming it."""
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()[-lines:]
+        except OSError as error:
+            text = [f"(cannot read: {error})"]
+        return f"--- {self.name} ({self.log_path}, last {lines} lines) ---\n" + "\n".join(text)
