@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from kubernetes import client
 
 from dra_driver.k8s import raw
 from dra_driver.nvml.inventory import builtin_inventory, dump_inventory
-from realk8s.kit import CHART, GPU_LABELS, TOOLS, Cluster, wait_for
+from realk8s.kit import CHART, GPU_LABELS, TOOLS, Cluster, fresh_namespace
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -67,15 +66,5 @@ def cluster() -> Iterator[Cluster]:
 @pytest.fixture
 def namespace(cluster: Cluster) -> Iterator[str]:
     """Yield a fresh namespace; deleted after the test, leaving nothing of ours behind."""
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("create", "namespace", name)
-    yield name
-    cluster.kubectl("delete", "namespace", name, "--wait=false")
-    core = client.CoreV1Api(cluster.api)
-
-    def gone() -> bool:
-        names = [n["metadata"]["name"] for n in raw.call(core.list_namespace)["items"]]
-        return name not in names
-
-    wait_for(gone, f"namespace {name} to be deleted (claims stuck Terminating?)", 60)
-    assert cluster.ours_left() == []
+    with fresh_namespace(cluster) as name:
+        yield name

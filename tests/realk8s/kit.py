@@ -7,12 +7,14 @@ CDI IDs the real kubelet handed the runtime, resolved against the plugin's CDI s
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import json
 import subprocess
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -190,3 +192,23 @@ def step(documents: list[Object], name: str) -> list[Object]:
 def unlabelled(documents: list[Object]) -> list[Object]:
     """Return the documents of no step."""
     return [d for d in documents if "step" not in (d["metadata"].get("labels") or {})]
+
+
+@contextlib.contextmanager
+def fresh_namespace(cluster: Cluster) -> Iterator[str]:
+    """Create a namespace; on exit delete it and check nothing of ours is left anywhere.
+
+    What a real API server showed: claims stuck Terminating keep their namespace for ever.
+    """
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    cluster.kubectl("create", "namespace", name)
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=false")
+    core = client.CoreV1Api(cluster.api)
+
+    def gone() -> bool:
+        names = [n["metadata"]["name"] for n in raw.call(core.list_namespace)["items"]]
+        return name not in names
+
+    wait_for(gone, f"namespace {name} to be deleted (claims stuck Terminating?)", 60)
+    assert cluster.ours_left() == []

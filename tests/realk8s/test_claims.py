@@ -10,8 +10,9 @@ from __future__ import annotations
 import time
 
 from dra_driver.controller.writes import ClaimWriter
-from realk8s.kit import NAMES, Cluster, example, pinned, wait_for
+from realk8s.kit import Cluster, example, pinned, wait_for
 
+HOLD = "example.com/hold"
 CLAIM = """\
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
@@ -38,13 +39,14 @@ def test_every_finalizer_and_status_write_lands_on_a_kubectl_applied_claim(
     """Add, append and remove our finalizer and clear the status of a claim kubectl made."""
     cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=CLAIM)
     claim = cluster.json("resourceclaim", "configured", "-n", namespace)
-    writer = ClaimWriter(cluster.api, NAMES.finalizer)
+    # Another finalizer name: the running controller would remove its own stray one meanwhile.
+    writer = ClaimWriter(cluster.api, HOLD)
     committed = writer.add_finalizer(claim)  # a PUT here was refused: "spec: ... immutable"
-    assert committed["metadata"]["finalizers"] == [NAMES.finalizer]
+    assert committed["metadata"]["finalizers"] == [HOLD]
     released = writer.remove_finalizer(writer.clear_allocation(committed))
     assert not released["metadata"].get("finalizers")
     appended = writer._append_finalizer(released)  # the leader's, beside its status patch
-    assert appended["metadata"]["finalizers"] == [NAMES.finalizer]
+    assert appended["metadata"]["finalizers"] == [HOLD]
     writer.remove_finalizer(appended)
     stored = cluster.json("resourceclaim", "configured", "-n", namespace)
     assert stored["spec"] == claim["spec"]  # the config as kubectl sent it

@@ -12,13 +12,11 @@ from typing import Any
 import pytest
 from gpushare_simulator.harness.apiserver import FakeApiServer
 from harness.apiserver.builders import DRIVER, allocation, claim, send, with_config
+from harness.apiserver.rawcases import FINALIZER, MATRIX, SORTED, UNSORTED, read, write
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
-SORTED = {"a": {"x": 3, "y": 2}, "b": 1}
-UNSORTED = {"b": 1, "a": {"y": 2, "x": 3}}
-FINALIZER = "example.com/hold"
 MERGE = "application/merge-patch+json"
 RESERVED = {"resource": "pods", "name": "p", "uid": "u1"}
 
@@ -37,45 +35,6 @@ def create_claim(server: FakeApiServer, name: str, style: str) -> None:
     separators = (",", ":") if style.endswith("compact") else (", ", ": ")
     code, text = send(server, "POST", CLAIMS, json.dumps(obj, separators=separators).encode())
     assert code == 201, text
-
-
-def read(resource_api: client.ResourceV1Api, name: str) -> dict[str, Any]:
-    response = resource_api.read_namespaced_resource_claim(name, "default", _preload_content=False)
-    body: dict[str, Any] = json.loads(response.data)
-    return body
-
-
-def write(resource_api: client.ResourceV1Api, name: str, how: str) -> None:
-    """Add a finalizer with one write type, through the Python client."""
-    if how == "put":
-        body = read(resource_api, name)
-        body["metadata"]["finalizers"] = [FINALIZER]
-        resource_api.replace_namespaced_resource_claim(name, "default", body)
-    elif how == "json":
-        operation = {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}
-        resource_api.patch_namespaced_resource_claim(name, "default", [operation])
-    elif how == "merge":
-        patch = {"metadata": {"finalizers": [FINALIZER]}}
-        resource_api.patch_namespaced_resource_claim(name, "default", patch, _content_type=MERGE)
-    else:
-        patch = {"metadata": {"finalizers": [FINALIZER]}}
-        resource_api.patch_namespaced_resource_claim(name, "default", patch)
-
-
-MATRIX = [
-    ("sorted-compact", "put", False),
-    ("sorted-compact", "json", True),
-    ("sorted-compact", "merge", True),
-    ("sorted-compact", "strategic", True),
-    ("unsorted-compact", "put", False),
-    ("unsorted-compact", "json", True),
-    ("unsorted-compact", "merge", True),
-    ("unsorted-compact", "strategic", False),
-    ("spaced", "put", True),
-    ("spaced", "json", False),
-    ("spaced", "merge", False),
-    ("spaced", "strategic", False),
-]
 
 
 @pytest.mark.parametrize(("style", "how", "accepted"), MATRIX)
