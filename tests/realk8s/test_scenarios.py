@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from realk8s.kit import Cluster, example, pinned, step, unlabelled, wait_for
+from realk8s.kit import Cluster, Object, example, pinned, step, unlabelled, wait_for
 
 
 def _limits(memory_mib: int, cores: int) -> dict[str, str]:
@@ -25,25 +25,36 @@ def _card(cluster: Cluster, namespace: str, prefix: str, container: str) -> str:
 def test_whole_card_then_the_second_waits_with_a_reason_and_runs_when_the_first_ends(
     cluster: Cluster, namespace: str
 ) -> None:
-    """No request is a whole card; a second waits, gated, with the reason; it runs after."""
-    documents = example("whole-card")
-    result = cluster.apply(pinned(documents, "node-1"), namespace)
+    """No request is a whole card; the other job waits, gated, with the reason; it runs after."""
+    result = cluster.apply(pinned(example("whole-card"), "node-1"), namespace)
     assert result.returncode == 0, result.stderr
-    first = cluster.wait(lambda: cluster.running(namespace, "train-1"), "train-1 to run", namespace)
-    env = cluster.env(first, "trainer")
-    assert env.items() >= _limits(15360, 100).items()
 
-    def waiting() -> bool:
-        pod = cluster.pod(namespace, "train-2")
+    def one_running() -> tuple[Object, str] | None:
+        running = [cluster.running(namespace, job) for job in ("train-1", "train-2")]
+        if running.count(None) != 1:
+            return None
+        first = next(p for p in running if p is not None)
+        waiting = "train-2" if first["metadata"]["name"].startswith("train-1") else "train-1"
+        return first, waiting
+
+    # Both jobs are created together: which one the controller takes first is not fixed.
+    first, waiting = cluster.wait(one_running, "one job to run", namespace)
+    assert cluster.env(first, "trainer").items() >= _limits(15360, 100).items()
+
+    def reason() -> bool:
+        pod = cluster.pod(namespace, waiting)
         reasons = " ".join(cluster.events(namespace, pod["metadata"]["name"])) if pod else ""
         return "no card with 100 cores, 15Gi memory free" in reasons
 
-    wait_for(waiting, "train-2's FailedAllocation event")
-    second = cluster.pod(namespace, "train-2")
+    wait_for(reason, f"{waiting}'s FailedAllocation event")
+    second = cluster.pod(namespace, waiting)
     assert second is not None
     assert [g["name"] for g in second["spec"]["schedulingGates"]] == ["gpushare.dra.dev/allocation"]
-    cluster.kubectl("delete", "-n", namespace, "job", "train-1", "--wait=false")
-    running = wait_for(lambda: cluster.running(namespace, "train-2"), "train-2 to run", 60)
+    job = first["metadata"]["name"].rsplit("-", 1)[0]
+    cluster.kubectl("delete", "-n", namespace, "job", job, "--wait=false")
+    running = cluster.wait(
+        lambda: cluster.running(namespace, waiting), f"{waiting} to run", namespace, 60
+    )
     assert cluster.env(running, "trainer").items() >= _limits(15360, 100).items()
 
 
