@@ -184,7 +184,7 @@ class LoadRun:
         thread.start()
 
     def _all_published(self) -> bool:
-        if not all(NAMES.driver in k.plugins for k in self.cluster.kubelets.values()):
+        if not all(NAMES.driver in k.plugins for k in self.cluster.emulated.values()):
             return False
         listed = raw.call(client.ResourceV1Api(self.cluster.api).list_resource_slice)["items"]
         return {s["spec"].get("nodeName") for s in listed} >= set(self.cluster.kubelets)

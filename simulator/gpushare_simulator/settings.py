@@ -39,6 +39,12 @@ class SimulateSettings:
         choices=("binpack", "spread"),
     )
     output: str = flag("table", "output format", choices=("table", "json"), short="-o")
+    kube_binaries: Path | None = flag(
+        None,
+        "run on a real control plane instead of the fake API server: a directory holding etcd, "
+        "kube-apiserver, kube-controller-manager and kube-scheduler (plain or .gz), and "
+        "klhollow for real kubelets (else they are emulated)",
+    )
     consumable_capacity: bool = flag(
         True,
         "false: simulate an API server without DRAConsumableCapacity (Kubernetes 1.34 and "

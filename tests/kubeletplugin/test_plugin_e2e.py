@@ -135,7 +135,7 @@ def container_env(cluster: FakeCluster, pod: str, container: str = "c") -> dict[
 
 def test_registers_and_publishes_one_device_per_card(cluster: FakeCluster, plugin: Plugin) -> None:
     """The kubelet registers the plugin and the node's slice lists both cards with capacities."""
-    cluster.wait_for(lambda: DRIVER in cluster.kubelets["node-a"].plugins, "registration")
+    cluster.wait_for(lambda: DRIVER in cluster.emulated["node-a"].plugins, "registration")
     resource = client.ResourceV1Api(cluster.api)
 
     def slices() -> list[dict[str, Any]] | None:
@@ -349,7 +349,7 @@ def test_a_container_per_request_is_told_its_own_request_only(
     # Claim-wide items reach both, once each.
     assert a["NVIDIA_VISIBLE_DEVICES"] == b["NVIDIA_VISIBLE_DEVICES"] == "void"
     assert a["GPUSHARE_CLAIM_UID"] == b["GPUSHARE_CLAIM_UID"]
-    kubelet = cluster.kubelets["node-a"]
+    kubelet = cluster.emulated["node-a"]
     nodes_a = [n["path"] for n in kubelet.containers[("default", "p", "a")].device_nodes]
     nodes_b = [n["path"] for n in kubelet.containers[("default", "p", "b")].device_nodes]
     # Each container sees the card of its own request (and the control nodes), not the other's.

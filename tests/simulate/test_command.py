@@ -132,12 +132,14 @@ def test_json_report_has_the_documented_keys(clean_process: None) -> None:
         "kind",
         "driver",
         "inventory",
+        "kubernetes",
         "policy",
         "passed",
         "seconds",
         "scenarios",
     ]
     assert (report["kind"], report["passed"]) == ("Simulation", True)
+    assert report["kubernetes"] == "the fake API server"
     assert report["policy"] == {"online": "spread", "offline": "binpack", "node": "binpack"}
     (scenario,) = report["scenarios"]
     assert list(scenario) == ["name", "title", "manifest", "passed", "seconds", "steps"]
@@ -200,11 +202,25 @@ def test_apply_reports_a_users_manifest(tmp_path: Path, clean_process: None) -> 
 
 
 def test_unusable_input_exits_2_before_starting(tmp_path: Path, clean_process: None) -> None:
-    """An unknown inventory, a missing manifest or --apply with --scenario: exit 2, no start."""
+    """Bad inventory, manifest, flag pair or --kube-binaries directory: exit 2, no start."""
+    partial = tmp_path / "envtest"  # what envtest ships: no controller manager, no scheduler
+    partial.mkdir()
+    for name in ("etcd", "kube-apiserver"):
+        (partial / name).write_text("#!/bin/sh\nexit 1\n")
+        (partial / name).chmod(0o755)
     for settings, error in (
         (SimulateSettings(inventory="nowhere"), "nowhere"),
         (SimulateSettings(apply=tmp_path / "gone.yaml"), "gone.yaml: cannot read"),
         (SimulateSettings(apply=tmp_path, scenario="sharing"), "give --scenario or --apply"),
+        (
+            SimulateSettings(kube_binaries=tmp_path / "none"),
+            "none: not a directory of Kubernetes binaries",
+        ),
+        (
+            SimulateSettings(kube_binaries=partial),
+            "has no kube-controller-manager (nor kube-controller-manager.gz); "
+            "it holds: etcd, kube-apiserver",
+        ),
     ):
         run = Captured(settings)
         assert run.status == 2

@@ -25,7 +25,13 @@ from typing import Any, Final
 
 from kubernetes import client
 
+from dra_driver.k8s import objects
 from gpushare_simulator.harness._controlplane_setup import ControlPlaneError
+from gpushare_simulator.harness.actors.cdiresolve import (
+    ContainerEdits,
+    UnresolvableCDIDevicesError,
+    resolve,
+)
 from gpushare_simulator.harness.spawn import LoggedProcess
 
 Object = dict[str, Any]
@@ -82,6 +88,16 @@ class HollowNode:
         """Where kubelet plugins register (the chart's /var/lib/kubelet/plugins_registry)."""
         return self.kubelet_dir / "plugins_registry"
 
+    @property
+    def plugins(self) -> Path:
+        """Parent of the per-driver plugin directories (/var/lib/kubelet/plugins)."""
+        return self.kubelet_dir / "plugins"
+
+    @property
+    def cdi_root(self) -> Path:
+        """The node's /var/run/cdi, where the chart's plugin writes its CDI specs."""
+        return self.root / "var" / "run" / "cdi"
+
     def start(self) -> None:
         """Start the kubelet; it registers its Node (see :meth:`wait_ready`)."""
         self.kubelet_dir.mkdir(parents=True, exist_ok=True)
@@ -109,8 +125,8 @@ class HollowNode:
                 )
             time.sleep(_POLL_S)
 
-    def containers(self) -> list[Container]:
-        """Every container the kubelet created, as it recorded them."""
+    def records(self) -> list[Container]:
+        """Every container the kubelet created, as it recorded them, oldest first."""
         found = []
         for path in sorted((self.kubelet_dir / "containers").glob("*.json")):
             record = json.loads(path.read_text())
@@ -129,9 +145,35 @@ class HollowNode:
     def container(self, namespace: str, pod: str, name: str) -> Container | None:
         """Return the recorded container, or None when the kubelet has not created it."""
         matches = [
-            c for c in self.containers() if (c.namespace, c.pod, c.name) == (namespace, pod, name)
+            c for c in self.records() if (c.namespace, c.pod, c.name) == (namespace, pod, name)
         ]
         return matches[-1] if matches else None
+
+    @property
+    def containers(self) -> dict[tuple[str, str, str], ContainerEdits]:
+        """What each container got from its CDI devices, by (namespace, pod, container).
+
+        Read as a CDI runtime would, from the specs on the node. A container whose specs are
+        gone (its claim was unprepared after its pod went) is not running and is left out.
+        """
+        found = {}
+        for record in self.records():
+            try:
+                edits = resolve(record.cdi_devices, [self.cdi_root])
+            except UnresolvableCDIDevicesError:
+                continue
+            found[(record.namespace, record.pod, record.name)] = edits
+        return found
+
+    def complete_pod(self, api: client.ApiClient, namespace: str, name: str) -> None:
+        """Report the pod as Succeeded, as the kubelet would when its containers exit 0.
+
+        The fake runtime's containers never exit on their own. The kubelet keeps a phase the
+        API shows as terminal, then stops the pod and unprepares its claims as for any
+        finished pod.
+        """
+        pod = {"metadata": {"namespace": namespace, "name": name}}
+        objects.patch_pod_status(client.CoreV1Api(api), pod, {"phase": "Succeeded"})
 
     def running(self) -> bool:
         """Whether the kubelet process is alive."""

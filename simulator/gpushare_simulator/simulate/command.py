@@ -23,6 +23,8 @@ from dra_driver.k8s.errors import ApiError
 from dra_driver.nvml.inventory import Inventory
 from dra_driver.plan.errors import PlanInputError
 from dra_driver.plan.inventory import read_inventory
+from gpushare_simulator.harness import kubebin
+from gpushare_simulator.harness.controlplane import ControlPlaneError
 from gpushare_simulator.harness.kubebin import KubeBinaries
 from gpushare_simulator.settings import SimulateSettings
 from gpushare_simulator.simulate.manifests import Manifest, ManifestError, load_manifest
@@ -126,7 +128,9 @@ def run(
         if not settings.consumable_capacity:
             runs = [sized_run(scenario, manifest, names) for scenario, manifest in runs]
             description += ", without consumable capacity: shares sized by GpuShareConfig"
-    except InputError as exc:
+        if binaries is None and settings.kube_binaries is not None:
+            binaries = kubebin.prepare(settings.kube_binaries.expanduser())
+    except (InputError, ControlPlaneError) as exc:
         print(f"gpushare-dra simulate: error: {exc}", file=stderr)
         return EXIT_USAGE
     progress = Progress(stderr)
@@ -134,17 +138,19 @@ def run(
     reports: list[ScenarioReport] = []
     controller = controller_settings(settings)
     try:
-        with (
-            _sigterm_interrupts(),
-            Stack(
-                names,
-                inventory,
-                controller,
-                binaries=binaries,
-                on_progress=progress,
-                consumable_capacity=settings.consumable_capacity,
-            ) as stack,
-        ):
+        stack = Stack(
+            names,
+            inventory,
+            controller,
+            binaries=binaries,
+            on_progress=progress,
+            consumable_capacity=settings.consumable_capacity,
+        )
+    except ControlPlaneError as exc:
+        print(f"gpushare-dra simulate: error: {exc}", file=stderr)
+        return EXIT_USAGE
+    try:
+        with _sigterm_interrupts(), stack:
             runner = Runner(stack, names, progress)
             for scenario, manifest in runs:
                 if scenario is None:
@@ -163,7 +169,13 @@ def run(
     progress.close()
     seconds = time.monotonic() - started
     report = _render(
-        names, settings, controller, description=description, reports=reports, seconds=seconds
+        names,
+        settings,
+        controller,
+        description=description,
+        plane=stack.describe(),
+        reports=reports,
+        seconds=seconds,
     )
     stdout.write(report)
     return EXIT_OK if all(r.passed for r in reports) else EXIT_FAILED
@@ -175,6 +187,7 @@ def _render(
     controller: ControllerSettings,
     *,
     description: str,
+    plane: str,
     reports: Sequence[ScenarioReport],
     seconds: float,
 ) -> str:
@@ -184,11 +197,17 @@ def _render(
         "node": str(controller.node_placement),
     }
     if settings.output == "json":
-        header = {"driver": names.driver, "inventory": description, "policy": policy}
+        header = {
+            "driver": names.driver,
+            "inventory": description,
+            "kubernetes": plane,
+            "policy": policy,
+        }
         return render_json(header, reports, seconds) + "\n"
     intro = [
-        "gpushare-dra simulate: the real controller, webhook and kubelet plugins on a fake cluster",
+        "gpushare-dra simulate: the real controller, webhook and kubelet plugins on fake GPUs",
         f"cluster:   {description} (driver {names.driver})",
+        f"k8s:       {plane}",
         f"placement: online {policy['online']}, offline {policy['offline']}, "
         f"nodes {policy['node']} (for shares whose config sets none)",
         "env:       what the interception layer reads (-o json: every CUDA_*, GPU_*, GPUSHARE_*)",

@@ -5,6 +5,7 @@ The JSON document (keys camelCase, amounts as Kubernetes quantity strings, absen
 
     {"kind": "Simulation", "driver": "<driver name>",
      "inventory": "built-in inventory qgpu-runbook",
+     "kubernetes": "the fake API server",
      "policy": {"online": "spread", "offline": "binpack", "node": "binpack"},
      "passed": true, "seconds": 9.1,
      "scenarios": [{
@@ -151,7 +152,7 @@ def _step_json(step: StepReport) -> Object:
 
 
 def render_json(header: Object, reports: Sequence[ScenarioReport], seconds: float) -> str:
-    """Return the report as a JSON document; ``header`` holds driver, inventory and policy."""
+    """Return the report as a JSON document; ``header``: driver, inventory, kubernetes, policy."""
     document = {
         "kind": "Simulation",
         **header,

@@ -1,8 +1,9 @@
 """The simulated cluster: the harness and the driver's real components, started and stopped.
 
 In one temporary directory under ``/tmp`` (unix socket paths must stay short): the harness
-(:class:`~gpushare_simulator.harness.cluster.FakeCluster`: API server, claim controller, scheduler,
-one emulated kubelet per node), one kubelet plugin per node serving its real gRPC sockets
+(:class:`~gpushare_simulator.harness.cluster.FakeCluster`: the fake API server with the
+emulated claim controller, scheduler and kubelets; or, given binaries, a real control plane
+with a real kubelet per node), one kubelet plugin per node serving its real gRPC sockets
 (:func:`dra_driver.kubeletplugin.plugin.run` in a thread, on fake cards), the admission
 webhook over HTTPS, registered with the API server as the chart registers it, and the
 allocation controller. :meth:`Stack.stop` stops all of it, newest first, and removes the
@@ -29,6 +30,7 @@ from dra_driver.api import DriverNames
 from dra_driver.api.classes import default_device_classes
 from dra_driver.controller.app import Controller
 from dra_driver.controller.settings import ControllerSettings
+from dra_driver.k8s import raw
 from dra_driver.k8s.client import new_api_client
 from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.kubeletplugin import plugin
@@ -41,11 +43,15 @@ from dra_driver.webhook.settings import WebhookSettings
 from gpushare_simulator.harness.certs import write_self_signed
 from gpushare_simulator.harness.cluster import FakeCluster
 from gpushare_simulator.harness.controlplane import ControlPlaneError
-from gpushare_simulator.harness.kubebin import KubeBinaries
+from gpushare_simulator.harness.kubebin import CONTROLLER_MANAGER, KUBELET, SCHEDULER, KubeBinaries
 
 Object = dict[str, Any]
 
 START_TIMEOUT_SECONDS: Final = 30.0
+REAL_START_TIMEOUT_SECONDS: Final = 180.0
+"""A real control plane and its kubelets take 20-60 s to start on two cores."""
+NEEDED_BINARIES: Final = (CONTROLLER_MANAGER, SCHEDULER)
+"""What a real plane needs besides etcd and kube-apiserver to run pods from templates."""
 # The chart's values (docs/webhook.md): an outage must not block the cluster's other work.
 _WEBHOOK_TIMEOUT_SECONDS: Final = 5
 _PLUGIN_JOIN_SECONDS: Final = 30.0
@@ -112,6 +118,10 @@ class Stack:
         self._monitor_period = monitor_period
         self._controller_settings = controller
         self._binaries = binaries
+        for name in NEEDED_BINARIES:
+            if binaries is not None:
+                binaries.path(name)  # ControlPlaneError naming the directory and what it has
+        self.real_kubelets = binaries is not None and binaries.has(KUBELET)
         self._progress = on_progress
         self.work_dir: Path | None = None
         self._cluster: FakeCluster | None = None
@@ -141,8 +151,10 @@ class Stack:
             raise StackError("the simulated cluster is not started")
         return self._cluster
 
-    def start(self, timeout: float = START_TIMEOUT_SECONDS) -> None:
+    def start(self, timeout: float | None = None) -> None:
         """Start everything and wait until it serves; on any failure stop what started."""
+        if timeout is None:
+            timeout = REAL_START_TIMEOUT_SECONDS if self._binaries else START_TIMEOUT_SECONDS
         deadline = time.monotonic() + timeout
         try:
             self._start(deadline)
@@ -154,10 +166,13 @@ class Stack:
         self.work_dir = Path(tempfile.mkdtemp(prefix="gpushare-simulate-", dir="/tmp"))
         inventory_file = self.work_dir / "inventory.yaml"
         inventory_file.write_text(dump_inventory(self.inventory))
-        mode = "a real control plane" if self._binaries else "the fake API server"
-        self._progress(f"starting {mode} with {len(self.inventory.nodes)} nodes")
+        self._progress(f"starting {self.describe()} with {len(self.inventory.nodes)} nodes")
         self._cluster = FakeCluster(
-            self.inventory, self.work_dir, binaries=self._binaries, kube_version=self._kube_version
+            self.inventory,
+            self.work_dir,
+            binaries=self._binaries,
+            kube_version=self._kube_version,
+            real_kubelets=self.real_kubelets,
         )
         try:
             self._cluster.start()
@@ -199,6 +214,13 @@ class Stack:
         controller = self._controller
         self._wait(lambda: controller.leading, "the controller", deadline)
 
+    def describe(self) -> str:
+        """Say what plays Kubernetes: the fake API server, or which real components."""
+        if self._binaries is None:
+            return "the fake API server"
+        kubelets = "real kubelets" if self.real_kubelets else f"emulated kubelets (no {KUBELET})"
+        return f"a real control plane from {self._binaries.source} with {kubelets}"
+
     def _start_plugin(self, node: str, inventory_file: Path, kube: KubeClientSettings) -> None:
         dirs = self.cluster.node_dirs(node)
         # The simulated node has HAMi-core installed: an empty stand-in for libvgpu.so, which
@@ -229,7 +251,16 @@ class Stack:
         if node in self._plugin_status:
             status = self._plugin_status[node]
             raise StackError(f"the kubelet plugin of {node} exited with status {status}")
-        return self.names.driver in self.cluster.kubelets[node].plugins
+        emulated = self.cluster.emulated.get(node)
+        if emulated is not None:
+            return self.names.driver in emulated.plugins
+        # A real kubelet registers the plugin in its own memory; what shows is the plugin's
+        # ResourceSlice (and a pod that comes early waits for the registration, retried).
+        slices = raw.call(
+            client.ResourceV1Api(self.cluster.api).list_resource_slice,
+            field_selector=f"spec.nodeName={node},spec.driver={self.names.driver}",
+        )
+        return bool(slices.get("items"))
 
     def _wait(self, ready: Callable[[], bool], what: str, deadline: float) -> None:
         while not ready():
