@@ -38,7 +38,7 @@ from dra_driver.controller.sharing import claim_in_use
 from dra_driver.controller.view import ClusterView
 from dra_driver.controller.writes import ClaimWriter
 from dra_driver.k8s import objects
-from dra_driver.k8s.events import EventSink
+from dra_driver.k8s.events import EventSink, EventType
 from dra_driver.k8s.informer import object_key
 from dra_driver.k8s.reconcile import Requeue
 from dra_driver.k8s.scheduling import node_selector_matches, pinned_node
@@ -122,10 +122,22 @@ class Allocator:
         if objects.is_deleting(pod):
             return
         with bound(pod="/".join(key), pod_uid=objects.uid(pod)):
-            claims = self._claims(pod)
+            claims = self._claims(pod) if self._admitted(pod) else None
             if claims is None:
                 return
             self._allocate(pod, claims)
+
+    def _admitted(self, pod: Object) -> bool:
+        """Whether ours is the pod's last scheduling gate; else say which it waits for.
+
+        Another controller (a queue such as Kueue) that has not admitted the pod yet keeps its
+        own gate: capacity held for the pod now could starve pods that were admitted. Removing
+        a gate updates the pod, and that event brings it back here.
+        """
+        reason = objects.waiting_for_other_gates(pod, self._names.scheduling_gate)
+        if reason is not None:
+            self._refuse(pod, reason, event="WaitingForSchedulingGates", kind="Normal")
+        return reason is None
 
     def _claims(self, pod: Object) -> list[Object] | None:
         """Return the pod's claims, or ``None`` while one is not created yet (an event follows)."""
@@ -358,11 +370,18 @@ class Allocator:
                 released = True
         return released
 
-    def _refuse(self, pod: Object, reason: str, *, event: str = "FailedAllocation") -> None:
+    def _refuse(
+        self,
+        pod: Object,
+        reason: str,
+        *,
+        event: str = "FailedAllocation",
+        kind: EventType = "Warning",
+    ) -> None:
         key = _pod_key(pod)
         if self._last_reason.get(key) != reason:
             self._last_reason[key] = reason
-            self._events.record(pod, "Warning", event, reason)
+            self._events.record(pod, kind, event, reason)
             log.info("allocation.waiting", reason=reason)
 
 

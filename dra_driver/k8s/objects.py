@@ -102,3 +102,10 @@ def has_scheduling_gate(pod: Object, gate: str) -> bool:
     """Whether the pod still carries the scheduling gate ``gate``."""
     gates = (pod.get("spec") or {}).get("schedulingGates") or []
     return any(g.get("name") == gate for g in gates)
+
+
+def waiting_for_other_gates(pod: Object, gate: str) -> str | None:
+    """Say which scheduling gates besides ``gate`` the pod still waits for; None: no other."""
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    others = [str(g.get("name")) for g in gates if g.get("name") != gate]
+    return f"waiting for the pod's other scheduling gates: {', '.join(others)}" if others else None

@@ -162,7 +162,9 @@ def cluster_status(
         gated = objects.has_scheduling_gate(pod, names.scheduling_gate)
         if spec.get("nodeName") or not (gated or spec.get("resourceClaims")):
             continue
-        reason = reasons.get(objects.uid(pod), ("", ""))[1]
+        # The controller leaves a pod alone until its other gates are gone (Kueue's …).
+        others = objects.waiting_for_other_gates(pod, names.scheduling_gate) if gated else None
+        reason = others or reasons.get(objects.uid(pod), ("", ""))[1]
         if not reason:
             reason = "waiting for the controller" if gated else "waiting for kube-scheduler"
         waiting.append(Waiting("/".join(object_key(pod)), gated, reason))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from fractions import Fraction
@@ -132,6 +133,38 @@ def test_gated_pod_is_allocated_ungated_and_bound(work_dir: Path) -> None:
         assert result["consumedCapacity"] == {"cores": "30", "memory": "5Gi"}
         assert [r["uid"] for r in claim["status"]["reservedFor"]] == [pod["metadata"]["uid"]]
         assert any(e["reason"] == "Allocated" for e in events_for(cluster, "p"))
+
+
+def test_a_pod_another_gate_holds_is_allocated_only_once_that_gate_is_gone(
+    work_dir: Path,
+) -> None:
+    """A queue's gate first: no allocation, a Normal event naming it; removed: allocated, bound."""
+    queue = "kueue.x-k8s.io/admission"
+    with harness(work_dir, node("node-a", 2)) as cluster, running(cluster):
+        pod = gated_pod("p", "share")
+        pod["spec"]["schedulingGates"].insert(0, {"name": queue})
+        cluster.apply([template("share", "30", "5Gi"), pod])
+        waiting = cluster.wait_for(
+            lambda: (
+                [e for e in events_for(cluster, "p") if e["reason"] == "WaitingForSchedulingGates"]
+                or None
+            ),
+            "the controller to say what the pod waits for",
+        )
+        assert (waiting[0]["type"], waiting[0]["message"]) == (
+            "Normal",
+            f"waiting for the pod's other scheduling gates: {queue}",
+        )
+        deadline = time.monotonic() + 1.0  # time enough for the controller to act, if it would
+        while time.monotonic() < deadline:
+            assert [c for c in claims(cluster) if (c.get("status") or {}).get("allocation")] == []
+            assert bound(cluster, "p") is None
+            time.sleep(0.05)
+        core = client.CoreV1Api(cluster.api)
+        admitted = [{"op": "remove", "path": "/spec/schedulingGates/0"}]
+        raw.call(core.patch_namespaced_pod, "p", "default", admitted, _content_type=raw.JSON_PATCH)
+        done = cluster.wait_for(lambda: bound(cluster, "p"), "the pod to be bound once admitted")
+        assert not done["spec"].get("schedulingGates")
 
 
 def test_finished_pod_releases_its_claim(work_dir: Path) -> None:

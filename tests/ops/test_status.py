@@ -179,3 +179,20 @@ def test_an_unusable_kubeconfig_is_a_usage_error_naming_the_command(
     assert main([command, "--kubeconfig", str(tmp_path / "missing")], environ={}) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"gpushare-dra {command}: error: cannot load Kubernetes credentials")
+
+
+def test_a_pod_held_by_another_gate_shows_that_gate_as_its_reason(
+    server: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pod gated by a queue as well as by us waits for that gate, and status says so."""
+    server.create(claim("queued"))
+    gates = ("kueue.x-k8s.io/admission", NAMES.scheduling_gate)
+    server.create(pod("queued", gates=gates, claim_name="queued"))
+    kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+    assert main(["status", "--kubeconfig", str(kubeconfig), "-o", "json"], environ={}) == 0
+    waiting = {w["pod"]: w for w in json.loads(capsys.readouterr().out)["waiting"]}
+    assert waiting["default/queued"] == {
+        "pod": "default/queued",
+        "gated": True,
+        "reason": "waiting for the pod's other scheduling gates: kueue.x-k8s.io/admission",
+    }
