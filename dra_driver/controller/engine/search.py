@@ -1,13 +1,21 @@
 """Find devices on one node for every request of a pod's claims: depth-first with backtracking.
 
-Requests are taken in claim order, then request order; each tries its alternatives in order
-and picks devices from the best-ranked card down (:mod:`scoring`): the first complete solution
-is the policy's choice. A dead end (a constraint, or cards shared between requests) backtracks,
-so the search finds an allocation whenever one exists, within a step budget for the worst case.
+Requests are taken in claim order, then request order, and pick devices from the best-ranked
+card down (:mod:`scoring`): the first complete solution is the policy's choice. A dead end (a
+constraint, or cards shared between requests) backtracks, so the search finds an allocation
+whenever one exists, within a step budget for the worst case.
+
+A ``firstAvailable`` request's alternatives are preferences: the search settles for a later
+one only when no placement of the other requests lets an earlier one fit. So the choices of
+alternatives are tried in order (the first request's first, then its second, …), each with
+the whole device search under it; where kube-scheduler's walk meets a first solution with a
+later alternative because of the order its devices come in, this search still finds the
+earlier one.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -51,20 +59,15 @@ class NodeSearch:
         self._pending_online: dict[DeviceId, int] = {}
         self._picks: list[Pick] = []
         self._chosen_alternatives: list[int] = []
+        self._fixed: tuple[int, ...] = ()
+        """The alternative each request must use in the current pass of :meth:`solve`."""
         self._requests = [
             (index, f"claim {claim.key} request {request.name}", request.alternatives)
             for index, claim in enumerate(claims)
             for request in claim.requests
         ]
-        # The fewest results the claim's requests after each position need ("All": one).
-        self._rest = [
-            sum(
-                min(1 if a.all_devices else a.count for a in later)
-                for other, _, later in self._requests[at + 1 :]
-                if other == claim
-            )
-            for at, (claim, _, _) in enumerate(self._requests)
-        ]
+        self._rest: list[int] = []
+        """Per request, the results the claim's later requests need (see :meth:`solve`)."""
         self._static: dict[int, tuple[list[tuple[Device, Any]], str | None]] = {}
         """Alternative (by identity: they live as long as the decision) -> its candidates."""
         self.failures: dict[str, str] = {}
@@ -187,31 +190,49 @@ class NodeSearch:
 
         Raise :class:`BudgetExhausted` when the decision's step budget runs out.
         """
-        if self._solve(0):
-            return list(self._picks), tuple(self._chosen_alternatives)
+        usable: list[list[int]] = []
+        for _, label, alternatives in self._requests:
+            whys = [self.candidates(alternative)[1] for alternative in alternatives]
+            if all(why is not None for why in whys):
+                # No alternative has a card that could ever suit it here: say why, once.
+                reasons = (f"{a.name}: {why}" for a, why in zip(alternatives, whys, strict=True))
+                self.failures.setdefault(label, "; ".join(reasons))
+                return None
+            usable.append([index for index, why in enumerate(whys) if why is None])
+        for self._fixed in itertools.product(*usable):
+            self._rest = self._least_after(self._fixed)
+            if self._solve(0):
+                return list(self._picks), tuple(self._chosen_alternatives)
         return None
+
+    def _least_after(self, fixed: tuple[int, ...]) -> list[int]:
+        """Per request, the results the claim's later requests need with these alternatives."""
+        claims = [claim for claim, _, _ in self._requests]
+        needs = [
+            1 if alternatives[index].all_devices else alternatives[index].count
+            for (_, _, alternatives), index in zip(self._requests, fixed, strict=True)
+        ]
+        paired = list(zip(claims, needs, strict=True))
+        return [
+            sum(need for other, need in paired[at + 1 :] if other == claim)
+            for at, claim in enumerate(claims)
+        ]
 
     def _solve(self, at: int) -> bool:
         if at == len(self._requests):
             return True
         claim, label, alternatives = self._requests[at]
-        static: list[str] = []
-        for index, alternative in enumerate(alternatives):
-            candidates, why = self.candidates(alternative)
-            if why is not None:
-                static.append(f"{alternative.name}: {why}")
-            self._chosen_alternatives.append(index)
-            if alternative.all_devices:
-                found = self._take_all(claim, label, alternative, candidates, at)
-            else:
-                found = self._take_some(claim, label, alternative, candidates, at)
-            if found:
-                return True
+        index = self._fixed[at]
+        alternative = alternatives[index]
+        candidates, _ = self.candidates(alternative)
+        self._chosen_alternatives.append(index)
+        if alternative.all_devices:
+            found = self._take_all(claim, label, alternative, candidates, at)
+        else:
+            found = self._take_some(claim, label, alternative, candidates, at)
+        if not found:
             self._chosen_alternatives.pop()
-        if len(static) == len(alternatives):
-            # No alternative has a card that could ever suit it here: say why, once.
-            self.failures.setdefault(label, "; ".join(static))
-        return False
+        return found
 
     def candidates(self, alternative: Alternative) -> tuple[list[tuple[Device, Any]], str | None]:
         """Devices that suit the request statically, each with its consumption.
