@@ -25,15 +25,21 @@ from dra_driver.k8s import objects
 from dra_driver.k8s.informer import EventType, Informer, InformerGroup
 from dra_driver.k8s.podaffinity import Placement, relevant
 from dra_driver.k8s.podfit import NodeUsage, demand
+from dra_driver.k8s.versions import FirstServed
 
 Object = dict[str, Any]
 Listener = Callable[[str, EventType, Object], None]
-"""Called with the informer name ("pods", "claims", "slices", "classes", "nodes")."""
+"""Called with the informer name ("pods", "claims", "slices", "classes", "nodes",
+"taintrules")."""
 _version = objects.resource_version_number
 
 
 class ClusterView(InformerGroup):
-    """Informers for pods, claims, slices, classes and nodes, and the snapshot built on them."""
+    """Informers for pods, claims, slices, classes, nodes and DeviceTaintRules, and the snapshot.
+
+    DeviceTaintRules are read in whichever version the API server serves, and not at all
+    while it serves none (DRADeviceTaintRules off, as 1.36 ships it).
+    """
 
     def __init__(
         self,
@@ -64,6 +70,8 @@ class ClusterView(InformerGroup):
             list_func: Callable[..., Any],
             field_selector: str | None = None,
             transform: Callable[[Object], Object] | None = None,
+            *,
+            optional: bool = False,
         ) -> Informer:
             return Informer(
                 list_func,
@@ -71,6 +79,7 @@ class ClusterView(InformerGroup):
                 handler=lambda kind, obj: self._changed(name, kind, obj),
                 field_selector=field_selector,
                 transform=transform,
+                optional=optional,
             )
 
         slim = Slimmer()
@@ -86,8 +95,17 @@ class ClusterView(InformerGroup):
         )
         self.classes = informer("classes", resource.list_device_class)
         self.nodes = informer("nodes", core.list_node, transform=slim.node)
+        taint_rules = FirstServed(
+            "devicetaintrules",
+            resource.list_device_taint_rule,
+            client.ResourceV1beta2Api(api_client).list_device_taint_rule,
+            client.ResourceV1alpha3Api(api_client).list_device_taint_rule,
+        )
+        self.taint_rules = informer("taintrules", taint_rules, optional=True)
         # They run whether or not this replica leads, so a failover starts with warm caches.
-        super().__init__(self.pods, self.claims, self.slices, self.classes, self.nodes)
+        super().__init__(
+            self.pods, self.claims, self.slices, self.classes, self.nodes, self.taint_rules
+        )
 
     def _changed(self, name: str, kind: EventType, obj: Object) -> None:
         if name == "pods":
@@ -178,6 +196,7 @@ class ClusterView(InformerGroup):
             slices=self.slices.list(),
             classes=self.classes.list(),
             claims=self.all_claims(),
+            taint_rules=self.taint_rules.list(),
             share_plain=self._share_plain,
         )
         with self._lock:

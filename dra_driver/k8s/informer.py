@@ -22,7 +22,13 @@ from collections.abc import Callable, Iterator
 from typing import Any, Final, Literal, Protocol
 
 from dra_driver.k8s.client import client_of, forget_connections, timeouts_of
-from dra_driver.k8s.errors import ApiError, GoneError, from_exception, translate_errors
+from dra_driver.k8s.errors import (
+    ApiError,
+    GoneError,
+    NotFoundError,
+    from_exception,
+    translate_errors,
+)
 from dra_driver.k8s.settings import ApiTimeouts
 from dra_driver.logging import carry, get_logger
 from dra_driver.metrics.watchdog import Heartbeat, stall_reason
@@ -40,6 +46,8 @@ PAGE_SIZE: Final = 500
 _INITIAL_BACKOFF_SECONDS: Final = 0.1
 _MAX_BACKOFF_SECONDS: Final = 10.0
 _STOP_SECONDS: Final = 5.0
+UNSERVED_RETRY_SECONDS: Final = 60.0
+"""How often an optional informer asks again for a resource the API server does not serve."""
 
 
 class _Response(Protocol):
@@ -78,7 +86,9 @@ class Informer:
     or ``ResourceV1Api.list_resource_slice``; ``handler`` is called on the informer's thread
     for every change, after the cache reflects it, so it must be quick and must not raise
     (exceptions are logged and swallowed to keep the watch alive). ``timeouts`` default to
-    those of the API client behind ``list_func``.
+    those of the API client behind ``list_func``. ``optional``: a resource the API server may
+    not serve (a feature gate off, an older release); while it answers 404 the cache is empty
+    and synced, and the list is tried again every :data:`UNSERVED_RETRY_SECONDS`.
     """
 
     def __init__(
@@ -93,8 +103,10 @@ class Informer:
         clock: Callable[[], float] = time.monotonic,
         transform: Callable[[Object], Object] | None = None,
         page_size: int = PAGE_SIZE,
+        optional: bool = False,
     ) -> None:
         self._list_func = list_func
+        self._optional = optional
         self._transform = transform
         self._page_size = page_size
         self._api_client = client_of(list_func)
@@ -117,6 +129,7 @@ class Informer:
         self._response: _Response | None = None
         self._thread: threading.Thread | None = None
         self._heartbeat = Heartbeat(clock)
+        self._clock = clock
         self.resource_version = ""
 
     # -- reading the cache ---------------------------------------------------------------
@@ -205,6 +218,10 @@ class Informer:
             except Exception as exc:  # the watch must outlive any one failure
                 if self._stopping.is_set():
                     break
+                if self._optional and isinstance(exc, NotFoundError):
+                    self.resource_version = ""
+                    self._unserved(exc)
+                    continue
                 if isinstance(exc, ApiError):
                     if exc.reason == "Timeout":
                         # Connections opened before this one may be just as dead.
@@ -217,6 +234,21 @@ class Informer:
                 self._heartbeat.beat("waiting to retry")
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF_SECONDS)
+
+    def _unserved(self, exc: NotFoundError) -> None:
+        """Hold an empty, synced cache while the resource is not served; then list again."""
+        if not self._synced.is_set() or self._cache:
+            log.info("informer.not_served", informer=self._name, error=str(exc))
+        with self._lock:
+            old, self._cache = self._cache, {}
+        for obj in old.values():
+            self._notify("DELETED", obj)
+        self._synced.set()
+        deadline = self._clock() + UNSERVED_RETRY_SECONDS
+        # In short waits that beat the heartbeat: a watchdog must not take this for a stall.
+        while not self._stopping.is_set() and self._clock() < deadline:
+            self._heartbeat.beat("waiting for the resource to be served")
+            self._stopping.wait(1.0)
 
     def _call(self, **kwargs: Any) -> _Response:  # noqa: ANN401 - generated client kwargs
         with translate_errors():

@@ -87,6 +87,7 @@ def cluster(
     classes: Iterable[Object] = (),
     slices: Iterable[Object] | None = None,
     share_plain: bool = True,
+    taint_rules: Iterable[Object] = (),
 ) -> Snapshot:
     """Return a snapshot of nodes with the chart's classes plus ``classes``."""
     return Snapshot.build(
@@ -95,6 +96,7 @@ def cluster(
         slices=slices_of(nodes) if slices is None else slices,
         classes=[*default_device_classes(NAMES), *classes],
         claims=claims,
+        taint_rules=taint_rules,
         share_plain=share_plain,
     )
 

@@ -481,7 +481,7 @@ def test_device_taints_need_request_tolerations():
     """A tainted device is skipped unless the request tolerates the taint."""
     tainted = cluster(node("n", 1), slices=[_taint(s) for s in slices_of([node("n", 1)])])
     refused = unplaceable(tainted, [claim("a")])
-    assert "has untolerated taint gpu-broken=" in refused.reason
+    assert "gpu-0 tainted gpu-broken=:NoSchedule, not tolerated" in refused.reason
     toleration = {"key": "gpu-broken", "operator": "Exists", "effect": "NoSchedule"}
     result = placed(tainted, [claim("b", request(tolerations=[toleration]))]).claims[0].results[0]
     assert result["tolerations"] == [toleration]
@@ -709,3 +709,22 @@ def test_a_malformed_pending_claim_is_refused(devices):
     refused = unplaceable(cluster(node("n", 1)), [bad])
     assert refused.refused
     assert refused.reason.startswith("claim default/bad: ")
+
+
+def test_a_device_taint_rule_keeps_untolerating_shares_off_the_card_it_selects():
+    """A NoSchedule rule on node-1's card: refused there with the taint named; tolerated: placed."""
+    rule = {
+        "apiVersion": "resource.k8s.io/v1beta2",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": "xid-79"},
+        "spec": {
+            "deviceSelector": {"driver": DRIVER, "pool": "n", "device": "gpu-0"},
+            "taint": {"key": "example.com/xid", "value": "79", "effect": "NoSchedule"},
+        },
+    }
+    snapshot = cluster(node("n", 1), taint_rules=[rule])
+    refused = unplaceable(snapshot, [claim("a", request(cores="10", memory="1Gi"))])
+    assert "gpu-0 tainted example.com/xid=79:NoSchedule, not tolerated" in refused.reason
+    toleration = {"key": "example.com/xid", "operator": "Equal", "value": "79"}
+    tolerant = claim("b", request(cores="10", memory="1Gi", tolerations=[toleration]))
+    assert devices_of(placed(snapshot, [tolerant])) == ["n/gpu-0"]

@@ -35,6 +35,7 @@ from gpushare_simulator.harness.controlplane import (
     gates_flag,
     generate_pki,
     parse_kube_version,
+    runtime_config,
 )
 from kubernetes import client
 
@@ -48,6 +49,8 @@ ALL_GATES = (
     "DRAConsumableCapacity",
     "DRADeviceBindingConditions",
     "DRAResourceClaimDeviceStatus",
+    "DRADeviceTaints",
+    "DRADeviceTaintRules",
 )
 WANTED = "etcd, kube-apiserver, kube-controller-manager, kube-scheduler"
 
@@ -79,7 +82,7 @@ def test_unreadable_version_is_refused() -> None:
 @pytest.mark.parametrize(
     ("version", "dropped"),
     [
-        ((1, 34), ()),
+        ((1, 34), ("DRADeviceTaintRules",)),
         ((1, 35), ("DynamicResourceAllocation",)),
         ((1, 36), ("DynamicResourceAllocation",)),
         ((1, 37), ("DynamicResourceAllocation", "DRAResourceClaimDeviceStatus")),
@@ -87,17 +90,31 @@ def test_unreadable_version_is_refused() -> None:
     ],
 )
 def test_feature_gates_follow_the_release(version: tuple[int, int], dropped: tuple[str]) -> None:
-    """Every DRA gate the driver needs is on; gates GA-locked in that release are left out."""
+    """Every DRA gate the driver needs is on; gates unknown or GA-locked there are left out."""
     expected = {gate: True for gate in ALL_GATES if gate not in dropped}
     assert feature_gates(version) == expected
 
 
 def test_feature_gates_flag_for_136() -> None:
-    """On 1.36 the flag turns on consumable capacity, binding conditions and device status."""
+    """On 1.36: consumable capacity, binding conditions, device status, taints, taint rules."""
     assert gates_flag(feature_gates((1, 36))) == (
         "DRAConsumableCapacity=true,DRADeviceBindingConditions=true,"
-        "DRAResourceClaimDeviceStatus=true"
+        "DRAResourceClaimDeviceStatus=true,DRADeviceTaints=true,DRADeviceTaintRules=true"
     )
+
+
+@pytest.mark.parametrize(
+    ("version", "taint_rules"),
+    [((1, 34), None), ((1, 35), "v1alpha3"), ((1, 36), "v1beta2"), ((1, 37), None)],
+)
+def test_runtime_config_serves_device_taint_rules_where_they_are_off_by_default(
+    version: tuple[int, int], taint_rules: str | None
+) -> None:
+    """resource.k8s.io/v1 always; DeviceTaintRule's pre-release version on 1.35 and 1.36."""
+    expected = "resource.k8s.io/v1=true"
+    if taint_rules:
+        expected += f",resource.k8s.io/{taint_rules}/devicetaintrules=true"
+    assert runtime_config(version) == expected
 
 
 def test_release_before_134_is_refused() -> None:

@@ -10,6 +10,7 @@ import pytest
 from gpushare_simulator.harness.apiserver import FakeApiServer
 from kubernetes import client
 
+from dra_driver.k8s import informer as informer_module
 from dra_driver.k8s import raw
 from dra_driver.k8s.informer import EventType, Informer, Object
 from dra_driver.k8s.settings import ApiTimeouts
@@ -267,5 +268,50 @@ def test_a_change_only_to_dropped_fields_is_not_handed_on(api: client.ResourceV1
         stored = informer.get("", "s1")
         assert stored is not None
         assert stored["spec"]["pool"]["generation"] == 2
+    finally:
+        informer.stop()
+
+
+def test_an_optional_resource_not_served_is_an_empty_synced_cache(
+    api: client.ResourceV1Api,
+) -> None:
+    """optional=True: a 404 list (DeviceTaintRule, gate off) syncs empty; without it, never."""
+    optional = Informer(api.list_device_taint_rule, name="rules", optional=True)
+    required = Informer(api.list_device_taint_rule, name="rules-required")
+    for informer in (optional, required):
+        informer.start()
+    try:
+        assert optional.wait_synced(5)
+        assert optional.list() == []
+        assert not required.wait_synced(0.5)
+        assert optional.stalled() is None
+    finally:
+        optional.stop()
+        required.stop()
+
+
+def test_an_optional_resource_served_later_is_listed_and_watched(
+    api: client.ResourceV1Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the API server serves the resource, the next try lists it and watches it."""
+    monkeypatch.setattr(informer_module, "UNSERVED_RETRY_SECONDS", 0.2)
+    raw.call(api.create_resource_slice, slice_("s1", "n1"))
+    served = threading.Event()
+
+    def list_func(**kwargs: object) -> object:
+        if not served.is_set():
+            served.set()  # the first call 404s, as for a gate turned on later
+            raise client.ApiException(status=404, reason="Not Found")
+        return api.list_resource_slice(**kwargs)
+
+    recorder = Recorder()
+    informer = Informer(
+        list_func, name="later", handler=recorder, optional=True, timeouts=ApiTimeouts()
+    )
+    informer.start()
+    try:
+        assert recorder.wait_for(1) == [("ADDED", "s1")]
+        raw.call(api.create_resource_slice, slice_("s2", "n2"))
+        assert recorder.wait_for(2)[1] == ("ADDED", "s2")
     finally:
         informer.stop()

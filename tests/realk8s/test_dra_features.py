@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from realk8s.kit import Cluster, example, pinned
+from realk8s.kit import Cluster, Object, example, pinned
 
 QUEUE_GATE = "example.com/queue"
 
@@ -41,3 +41,66 @@ def test_a_pod_held_by_a_queues_gate_gets_no_allocation_until_admitted(
     admit = '[{"op":"remove","path":"/spec/schedulingGates/0"}]'
     cluster.kubectl("patch", "pod", name, "-n", namespace, "--type=json", "-p", admit)
     cluster.wait(lambda: cluster.running(namespace, prefix), f"{name} to run", namespace)
+
+
+RULE = """\
+apiVersion: resource.k8s.io/v1beta2
+kind: DeviceTaintRule
+metadata: {name: xid-79-node-1}
+spec:
+  deviceSelector: {driver: gpushare.dra.dev, pool: node-1, device: gpu-0}
+  taint: {key: example.com/xid, value: "79", effect: NoSchedule}
+"""
+
+
+def _share(name: str, *, tolerate: bool) -> list[Object]:
+    """Return a 10-core share's template and pod on node-1, tolerating the XID taint or not."""
+    exactly: Object = {
+        "deviceClassName": "gpushare.dra.dev",
+        "capacity": {"requests": {"cores": "10", "memory": "1Gi"}},
+    }
+    if tolerate:
+        exactly["tolerations"] = [
+            {"key": "example.com/xid", "operator": "Equal", "value": "79", "effect": "NoSchedule"}
+        ]
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}},
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": "node-1"},
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": name}],
+            "containers": [
+                {"name": "c", "image": "app", "resources": {"claims": [{"name": "gpu"}]}}
+            ],
+        },
+    }
+    return [template, pod]
+
+
+def test_a_device_taint_rule_keeps_untolerating_shares_off_the_card(
+    cluster: Cluster, namespace: str
+) -> None:
+    """NoSchedule on node-1's card: a share waits, naming the taint; a tolerating one runs."""
+    assert cluster.kubectl("apply", "-f", "-", stdin=RULE).returncode == 0
+    try:
+        assert cluster.apply(_share("plain", tolerate=False), namespace).returncode == 0
+        assert cluster.apply(_share("tolerant", tolerate=True), namespace).returncode == 0
+        cluster.wait(lambda: cluster.running(namespace, "tolerant"), "tolerant to run", namespace)
+
+        def reason() -> bool:
+            events = " ".join(cluster.events(namespace, "plain"))
+            return "gpu-0 tainted example.com/xid=79:NoSchedule, not tolerated" in events
+
+        cluster.wait(reason, "plain's FailedAllocation naming the taint", namespace)
+        assert cluster.running(namespace, "plain") is None
+    finally:
+        cluster.kubectl("delete", "devicetaintrule", "xid-79-node-1", "--ignore-not-found")
+    # Without the rule the card takes the plain share too.
+    cluster.wait(lambda: cluster.running(namespace, "plain"), "plain to run", namespace, 60)

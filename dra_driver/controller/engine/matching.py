@@ -158,7 +158,8 @@ class Matcher:
             if taint.get("effect") in _BLOCKING_TAINT_EFFECTS and not any(
                 tolerates(t, taint) for t in alternative.tolerations
             ):
-                return f"has untolerated taint {taint.get('key')}={taint.get('value', '')}"
+                value = taint.get("value") or ""
+                return f"tainted {taint.get('key')}={value}:{taint.get('effect')}, not tolerated"
         return None
 
     def consumption(self, alternative: Alternative, device: Device) -> dict[str, Fraction] | None:

@@ -20,6 +20,7 @@ from dra_driver.structured.allocated import AllocatedState, DeviceId
 from dra_driver.structured.config import share_config
 from dra_driver.structured.configshares import counted_claim
 from dra_driver.structured.consumable import Capacity
+from dra_driver.structured.taintrules import rule_taints, with_rule_taints
 
 Object = dict[str, Any]
 
@@ -66,14 +67,17 @@ class Snapshot:
         slices: Iterable[Object],
         classes: Iterable[Object],
         claims: Iterable[Object],
+        taint_rules: Iterable[Object] = (),
         share_plain: bool = True,
     ) -> Snapshot:
         """Assemble a snapshot from raw objects; malformed pieces become ``problems``.
 
-        ``share_plain`` lets config-sized shares go on cards published whole-only.
+        ``taint_rules`` (DeviceTaintRules) taint the devices they select, as if their slices
+        said so. ``share_plain`` lets config-sized shares go on cards published whole-only.
         """
         problems: list[str] = []
-        devices, unusable = read_devices(names.driver, list(slices), problems, share_plain)
+        tainted = with_rule_taints(list(slices), rule_taints(taint_rules, names.driver))
+        devices, unusable = read_devices(names.driver, tainted, problems, share_plain)
         by_node: dict[str, list[Device]] = {}
         for device in devices:
             by_node.setdefault(device.node, []).append(device)

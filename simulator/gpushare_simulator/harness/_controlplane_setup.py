@@ -26,16 +26,22 @@ _VERSION: Final = re.compile(r"\bv?(\d+)\.(\d+)(?:\.\d+)?")
 _OPENSSL_TIMEOUT_S: Final = 60
 _CERT_DAYS: Final = "3"
 
-# (gate, first release in which it is GA and locked, or None). A locked gate cannot be turned
-# off and disappears a few releases later ("unrecognized feature gate"), so it is left out from
-# its locking release on: it is on anyway. Source: each gate's version history in Kubernetes'
-# feature gate definitions (pkg/features); tests/README.md shows the resulting sets.
-_GATES: Final[tuple[tuple[str, tuple[int, int] | None], ...]] = (
-    ("DynamicResourceAllocation", (1, 35)),  # GA 1.34, locked 1.35, removed 1.38
-    ("DRAConsumableCapacity", None),  # alpha 1.34-1.35, beta (on) 1.36-1.37
-    ("DRADeviceBindingConditions", None),  # alpha 1.34-1.35, beta (on) 1.36-1.37
-    ("DRAResourceClaimDeviceStatus", (1, 37)),  # beta (on) 1.33-1.36, GA locked 1.37
+# (gate, first release that knows it, first release in which it is GA and locked, or None).
+# A gate unknown to a release is refused by it ("unrecognized feature gate"); a locked gate
+# cannot be turned off and disappears a few releases later, so it is left out from its locking
+# release on: it is on anyway. Source: each gate's version history in Kubernetes' feature gate
+# definitions (pkg/features); tests/README.md shows the resulting sets.
+_EVER: Final = (1, 0)
+_GATES: Final[tuple[tuple[str, tuple[int, int], tuple[int, int] | None], ...]] = (
+    ("DynamicResourceAllocation", _EVER, (1, 35)),  # GA 1.34, locked 1.35, removed 1.38
+    ("DRAConsumableCapacity", _EVER, None),  # alpha 1.34-1.35, beta (on) 1.36-1.37
+    ("DRADeviceBindingConditions", _EVER, None),  # alpha 1.34-1.35, beta (on) 1.36-1.37
+    ("DRAResourceClaimDeviceStatus", _EVER, (1, 37)),  # beta (on) 1.33-1.36, GA locked 1.37
+    ("DRADeviceTaints", _EVER, None),  # alpha 1.33-1.35, beta (on) 1.36, GA 1.37
+    ("DRADeviceTaintRules", (1, 35), None),  # alpha 1.35, beta (off) 1.36, GA 1.37
 )
+# Where DeviceTaintRule is served when its gate is on but its API version is not by default.
+_TAINT_RULE_API: Final = {(1, 35): "v1alpha3", (1, 36): "v1beta2"}
 
 _OPENSSL_CONFIG: Final = """\
 [req]
@@ -86,7 +92,22 @@ def feature_gates(version: tuple[int, int]) -> dict[str, bool]:
         raise ControlPlaneError(
             f"Kubernetes {shown} is too old: the driver needs resource.k8s.io/v1, served from 1.34"
         )
-    return {gate: True for gate, locked in _GATES if locked is None or version < locked}
+    return {
+        gate: True
+        for gate, since, locked in _GATES
+        if since <= version and (locked is None or version < locked)
+    }
+
+
+def runtime_config(version: tuple[int, int]) -> str:
+    """Return kube-apiserver's ``--runtime-config``: ``resource.k8s.io/v1``, and DeviceTaintRule.
+
+    Before 1.37 DeviceTaintRule lives in a pre-release API version, which is off by default.
+    """
+    config = ["resource.k8s.io/v1=true"]
+    if version in _TAINT_RULE_API:
+        config.append(f"resource.k8s.io/{_TAINT_RULE_API[version]}/devicetaintrules=true")
+    return ",".join(config)
 
 
 def gates_flag(gates: dict[str, bool]) -> str:
@@ -241,6 +262,7 @@ def component_commands(
     gates: dict[str, bool],
     *,
     etcd_cluster_flag: bool = True,
+    runtime: str = "resource.k8s.io/v1=true",
 ) -> dict[str, list[str]]:
     """Return the command line of each component in ``binaries``, in start order (etcd first).
 
@@ -296,7 +318,7 @@ def component_commands(
             "--disable-admission-plugins=TaintNodesByCondition",
             "--allow-privileged=true",
             "--endpoint-reconciler-type=none",
-            "--runtime-config=resource.k8s.io/v1=true",
+            f"--runtime-config={runtime}",
             gate_flag,
             "--profiling=false",
             "--v=2",

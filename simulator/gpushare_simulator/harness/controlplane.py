@@ -46,6 +46,7 @@ from gpushare_simulator.harness._controlplane_setup import (
     generate_pki,
     kubeconfig_yaml,
     parse_kube_version,
+    runtime_config,
 )
 from gpushare_simulator.harness.hollownode import HollowNode
 from gpushare_simulator.harness.kubebin import KUBELET, KubeBinaries
@@ -66,6 +67,7 @@ __all__ = [
     "generate_pki",
     "kubeconfig_yaml",
     "parse_kube_version",
+    "runtime_config",
 ]
 
 LOG_TAIL_LINES: Final = 25
@@ -231,6 +233,7 @@ class RealControlPlane:
             self.layout,
             self._gates(),
             etcd_cluster_flag=self._etcd_cluster_flag,
+            runtime=runtime_config(self.version or MIN_VERSION),
         )
 
     def _probe_of(self, name: str, path: str | None = None) -> _Probe:
