@@ -18,6 +18,8 @@ from prometheus_client import CollectorRegistry
 
 from dra_driver.api import DriverNames
 from dra_driver.k8s import raw
+from dra_driver.k8s.timestamps import rfc3339
+from dra_driver.kubeletplugin.devicestatus import StatusReporter
 from dra_driver.kubeletplugin.grpcserver import PluginServer
 from dra_driver.kubeletplugin.metrics import PluginMetrics, ShareCollector
 from dra_driver.kubeletplugin.monitor import RegionMonitor, monitored_claims
@@ -114,6 +116,7 @@ class PluginParts:
     preparer: ClaimPreparer
     monitor: RegionMonitor
     server: PluginServer
+    status: StatusReporter | None
 
     @property
     def monitoring(self) -> bool:
@@ -123,6 +126,8 @@ class PluginParts:
     def loops(self) -> list[Watched]:
         """Return what the watchdog looks after."""
         watched: list[Watched] = [self.cards, *self.publisher.loops()]
+        if self.status is not None:
+            watched.append(self.status.loop)
         return [*watched, self.monitor] if self.monitoring else watched
 
     def readiness(self) -> dict[str, Callable[[], str | None]]:
@@ -151,6 +156,8 @@ class PluginParts:
         self.prerequisites.refresh(force=True)
         self.publisher.start()
         self.cards.refresh()
+        if self.status is not None:
+            self.status.start()
         self.preparer.start()
         self.metrics.prepared_claims.set(len(self.preparer.prepared))
         if self.monitoring:
@@ -161,6 +168,8 @@ class PluginParts:
         """Stop serving (in-flight calls finish), release the regions, stop publishing."""
         self.server.stop()
         self.monitor.stop()  # resumes what it suspended, enforces every limit again
+        if self.status is not None:
+            self.status.stop()
         self.publisher.stop()
 
 
@@ -203,15 +212,34 @@ def build(
         ]
         return [problem for problem in found if problem is not None]
 
+    def get_claim(namespace: str, name: str) -> raw.Object:
+        return raw.call(resource.read_namespaced_resource_claim, name, namespace)
+
+    status = None
+    if settings.device_status:
+
+        def patch_status(namespace: str, name: str, body: raw.Object) -> raw.Object:
+            return raw.call(
+                resource.patch_namespaced_resource_claim_status, name, namespace, body,
+                _content_type=raw.MERGE_PATCH,
+            )  # fmt: skip
+
+        status = StatusReporter(
+            names.driver, settings.node_name,
+            get_claim=get_claim, patch_status=patch_status, now=rfc3339,
+        )  # fmt: skip
     preparer = ClaimPreparer(
         names,
         settings.node_name,
         paths,
-        get_claim=lambda namespace, name: raw.call(
-            resource.read_namespaced_resource_claim, name, namespace
-        ),
+        get_claim=get_claim,
         cards=cards.current,
         default_backend=settings.backend,
+        on_prepared=(
+            None
+            if status is None
+            else lambda ref, statuses: status.report(ref.namespace, ref.name, ref.uid, statuses)
+        ),
     )
     monitor = RegionMonitor(
         paths.hami_claims_dir,
@@ -230,7 +258,7 @@ def build(
     )
     parts = PluginParts(
         settings, Prerequisites(check), registry, metrics, publisher, cards, preparer, monitor,
-        server,
+        server, status,
     )  # fmt: skip
     register_silence(registry, parts.loops)
     return parts

@@ -31,7 +31,14 @@ from dra_driver.cdi import (
     check_share_id,
     qualified_name,
 )
-from dra_driver.k8s.quantity import QuantityError, ceil_int, parse_quantity
+from dra_driver.k8s.quantity import (
+    QuantityError,
+    QuantityFormat,
+    ceil_int,
+    format_quantity,
+    parse_quantity,
+)
+from dra_driver.kubeletplugin.devicestatus import DeviceStatus
 from dra_driver.kubeletplugin.entries import PreparedDevice, ShareCard, ShareInfo
 from dra_driver.kubeletplugin.slices import device_name
 from dra_driver.nvml.inventory import Card
@@ -52,6 +59,8 @@ class PreparedClaim:
     spec: CdiSpec
     config: EffectiveConfig
     share: ShareInfo
+    statuses: tuple[DeviceStatus, ...]
+    """What each device gave the containers, for the claim's ``status.devices``."""
 
 
 def _configs(
@@ -252,6 +261,7 @@ def _assemble(
     """
     devices: list[CdiDevice] = []
     answer: list[PreparedDevice] = []
+    statuses: list[DeviceStatus] = []
     positions: dict[str, int] = {}
     for result, share in zip(results, shares, strict=True):
         position = positions.get(share.request, 0)
@@ -271,5 +281,26 @@ def _assemble(
                 share_id=result.get("shareID"),
             )
         )
+        statuses.append(_status(result, share, effective))
     spec = CdiSpec(kind=names.cdi_kind, devices=tuple(devices), edits=edits.claim)
-    return PreparedClaim(tuple(answer), spec, effective, info)
+    return PreparedClaim(tuple(answer), spec, effective, info, tuple(statuses))
+
+
+def _status(result: Object, share: CardShare, effective: EffectiveConfig) -> DeviceStatus:
+    """Say what one result's share gives its containers: the card and the share's limits."""
+    return DeviceStatus(
+        pool=result["pool"],
+        device=result["device"],
+        share_id=result.get("shareID"),
+        data={
+            "uuid": share.card.uuid,
+            "pciBusID": share.card.pci_bus_id,
+            "productName": share.card.product_name,
+            "request": share.request,
+            "cores": share.cores,
+            "memory": format_quantity(share.memory_bytes, QuantityFormat.BINARY),
+            "isolation": str(effective.isolation),
+            "priority": str(effective.priority),
+            "backend": str(effective.backend),
+        },
+    )

@@ -55,6 +55,12 @@ class KubeletPluginSettings:
         "/usr/bin/nvidia-cdi-hook); when set, containers get an ld.so cache update for the "
         "driver libraries mounted into them",
     )
+    device_status: bool = flag(
+        True,
+        "write each prepared claim's status.devices (the card's UUID and PCI bus ID, the "
+        "share's cores, memory, isolation, priority and backend); needs the chart's RBAC for "
+        "resourceclaims/status and, from Kubernetes 1.36, resourceclaims/driver",
+    )
     monitor_period: float = flag(
         1.0,
         "seconds between two passes of the node monitor over the HAMi-core regions of the "

@@ -40,6 +40,7 @@ from dra_driver.kubeletplugin.checkpoint import (
     UnknownCheckpointVersionError,
 )
 from dra_driver.kubeletplugin.claims import ClaimError, prepare_claim
+from dra_driver.kubeletplugin.devicestatus import DeviceStatus
 from dra_driver.kubeletplugin.entries import ClaimEntry, ClaimState, PreparedDevice, ShareInfo
 from dra_driver.kubeletplugin.locking import file_lock
 from dra_driver.kubeletplugin.paths import NodePaths
@@ -84,6 +85,7 @@ class _Plan:
     host: HostPaths
     config: EffectiveConfig
     share: ShareInfo
+    statuses: tuple[DeviceStatus, ...]
 
 
 def _content(path: Path) -> bytes | None:
@@ -115,8 +117,10 @@ class ClaimPreparer:
         get_claim: Callable[[str, str], Object],
         cards: Callable[[], Sequence[Card]],
         default_backend: Backend,
+        on_prepared: Callable[[ClaimRef, Sequence[DeviceStatus]], None] | None = None,
     ) -> None:
         self._names, self._node = names, node_name
+        self._on_prepared = on_prepared
         self._paths = paths
         self._get_claim, self._cards = get_claim, cards
         self._default_backend = default_backend
@@ -312,7 +316,7 @@ class ClaimPreparer:
         entry = ClaimEntry(ref.uid, ref.namespace, ref.name, ClaimState.PREPARE_STARTED, spec_file)
         return _Plan(
             ref, entry, prepared.spec.to_dict(), prepared.devices, host, prepared.config,
-            prepared.share,
+            prepared.share, prepared.statuses,
         )  # fmt: skip
 
     def _prepare_planned(self, planned: list[_Plan], outcomes: dict[str, Outcome]) -> None:
@@ -355,6 +359,8 @@ class ClaimPreparer:
                         "prepare.done", devices=len(plan.devices), backend=str(plan.config.backend)
                     )
                 outcomes[uid] = Outcome(devices=plan.devices)
+                if self._on_prepared is not None:
+                    self._on_prepared(plan.ref, plan.statuses)
 
     def _unprepare_one(self, ref: ClaimRef) -> str:
         with bound(claim_uid=ref.uid, namespace=ref.namespace, name=ref.name):

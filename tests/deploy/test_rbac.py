@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deploy.chartkit import NAMESPACE, ROOT, Rendered
+from deploy.chartkit import NAMESPACE, ROOT, Rendered, render
 from kubernetes import client
 
 Permission = tuple[str, str, str]
@@ -36,6 +36,10 @@ CALLS: dict[str, frozenset[Permission]] = {
     ),
     "list_device_class": frozenset(
         {(RESOURCE, "deviceclasses", "list"), (RESOURCE, "deviceclasses", "watch")}
+    ),
+    # Served as v1, v1beta2 or v1alpha3 (k8s/versions.py): one resource whatever the version.
+    "list_device_taint_rule": frozenset(
+        {(RESOURCE, "devicetaintrules", "list"), (RESOURCE, "devicetaintrules", "watch")}
     ),
     # The controller's writes, in controller/writes.py: patches only (docs/api-writes.md).
     "patch_namespaced_resource_claim": frozenset({(RESOURCE, "resourceclaims", "patch")}),
@@ -70,6 +74,20 @@ CALLS: dict[str, frozenset[Permission]] = {
     "read_node": frozenset({(CORE, "nodes", "get")}),
     # /version is readable by every authenticated user (system:public-info-viewer).
     "get_code": frozenset(),
+}
+
+# Where a component's call needs other permissions than the controller's same call.
+COMPONENT_CALLS: dict[str, dict[str, frozenset[Permission]]] = {
+    # The plugin writes status.devices only (kubeletplugin/devicestatus.py): from 1.36 that is
+    # the "driver" subresource, for claims on its own node; never /binding (the allocation).
+    "kubelet-plugin": {
+        "patch_namespaced_resource_claim_status": frozenset(
+            {
+                (RESOURCE, "resourceclaims/status", "patch"),
+                (RESOURCE, "resourceclaims/driver", "associated-node:patch"),
+            }
+        ),
+    },
 }
 
 # Leader election (k8s/leader.py) works on one Lease in the release namespace: a Role.
@@ -148,11 +166,12 @@ def needed(component: str, *, webhook: bool = True) -> tuple[set[Permission], se
         files = [f for f in files if "webhook" not in f.relative_to(ROOT).parts]
     cluster: set[Permission] = set()
     lease: set[Permission] = set()
+    own = COMPONENT_CALLS.get(component, {})
     for call in client_calls(files):
         if call in LEASE_CALLS:
             lease |= LEASE_CALLS[call]
         else:
-            cluster |= CALLS[call]
+            cluster |= own.get(call, CALLS[call])
     for path in raw_paths(files):
         cluster |= RAW_GETS[path]
     return cluster, lease
@@ -230,29 +249,50 @@ def test_kubelet_plugin_cluster_role_grants_exactly_what_the_code_needs(
     assert granted(role) == cluster
 
 
-def test_kubelet_plugin_cannot_touch_pods_or_claims_beyond_get(
+def test_kubelet_plugin_cannot_touch_pods_or_allocations(
     rendered: Callable[[str], Rendered],
 ) -> None:
-    """The plugin reads claims (get) and its Node, and writes only ResourceSlices."""
-    perms = granted(rendered("defaults").one("ClusterRole", "gpushare-kubelet-plugin"))
+    """The plugin reads claims and writes slices and its driver's device status, nothing else."""
+    role = rendered("defaults").one("ClusterRole", "gpushare-kubelet-plugin")
+    perms = granted(role)
     assert {p for p in perms if p[1].startswith("pods")} == set()
+    assert {p for p in perms if p[1].startswith("resourceclaims")} == {
+        (RESOURCE, "resourceclaims", "get"),
+        (RESOURCE, "resourceclaims/status", "patch"),
+        (RESOURCE, "resourceclaims/driver", "associated-node:patch"),
+    }
+    (driver_rule,) = [r for r in role["rules"] if "resourceclaims/driver" in r["resources"]]
+    assert driver_rule["resourceNames"] == ["gpushare.dra.dev"]
+    writes = {p for p in perms if p[2] not in ("get", "list", "watch")}
+    assert {p[1] for p in writes} == {
+        "resourceslices",
+        "resourceclaims/status",
+        "resourceclaims/driver",
+    }
+
+
+def test_without_device_status_the_plugin_writes_no_claim(helm: Path) -> None:
+    """kubeletPlugin.deviceStatus=false: no claim status permission, DEVICE_STATUS false."""
+    r = render(helm, {"kubeletPlugin": {"deviceStatus": False}})
+    perms = granted(r.one("ClusterRole", "gpushare-kubelet-plugin"))
     assert {p for p in perms if p[1].startswith("resourceclaims")} == {
         (RESOURCE, "resourceclaims", "get")
     }
-    writes = {p for p in perms if p[2] not in ("get", "list", "watch")}
-    assert {p[1] for p in writes} == {"resourceslices"}
+    container = r.one("DaemonSet", "gpushare-kubelet-plugin")["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in container["containers"][0]["env"]}
+    assert env["DEVICE_STATUS"] == "false"
 
 
 @pytest.mark.parametrize("case", ["defaults", "custom-driver-name", "all-options"])
-def test_only_the_controller_writes_claim_status(
+def test_only_the_controller_writes_allocations(
     rendered: Callable[[str], Rendered], case: str
 ) -> None:
-    """resourceclaims/status and /binding writes are granted to the controller's role alone."""
+    """resourceclaims/binding (allocation, reservedFor) is granted to the controller alone."""
     writers = {
         role["metadata"]["name"]
         for role in all_roles(rendered(case))
         for group, resource, verb in granted(role)
-        if resource in ("resourceclaims/status", "resourceclaims/binding", "resourceclaims/*")
+        if resource in ("resourceclaims/binding", "resourceclaims/*")
         and verb not in ("get", "list", "watch")
     }
     assert len(writers) == 1

@@ -443,3 +443,36 @@ def test_a_plain_card_on_1_35_is_held_to_the_configs_size(work_dir: Path, invent
     assert "consumedCapacity" not in result
     assert env["CUDA_DEVICE_SM_LIMIT_0"] == "30"
     assert env["CUDA_DEVICE_MEMORY_LIMIT_0"] == "5120m"
+
+
+def test_a_prepared_claim_says_in_its_status_what_its_containers_got(
+    cluster: FakeCluster, plugin: Plugin
+) -> None:
+    """status.devices of a prepared share: its card, 30 cores, 5Gi, isolation, Ready."""
+    cluster.apply(
+        [
+            template("described", capacity={"requests": {"cores": "30", "memory": "5Gi"}}),
+            pod("p-status", "described"),
+        ]
+    )
+    container_env(cluster, "p-status")
+    resource = client.ResourceV1Api(cluster.api)
+
+    def described() -> dict[str, Any] | None:
+        claims = raw.call(resource.list_namespaced_resource_claim, "default")["items"]
+        mine = [c for c in claims if c["metadata"]["name"].startswith("p-status")]
+        return mine[0] if mine and (mine[0].get("status") or {}).get("devices") else None
+
+    claim = cluster.wait_for(described, "the claim's status.devices")
+    (result,) = claim["status"]["allocation"]["devices"]["results"]
+    (entry,) = claim["status"]["devices"]
+    assert (entry["driver"], entry["pool"], entry["device"], entry["shareID"]) == (
+        DRIVER, "node-a", result["device"], result["shareID"],
+    )  # fmt: skip
+    assert entry["data"]["cores"] == 30
+    assert entry["data"]["memory"] == "5Gi"
+    assert entry["data"]["isolation"] == "burst-share"
+    assert entry["data"]["backend"] == "hami-core"
+    assert entry["data"]["uuid"].startswith("GPU-")
+    (ready,) = entry["conditions"]
+    assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "True", "Prepared")

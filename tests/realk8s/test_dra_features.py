@@ -104,3 +104,41 @@ def test_a_device_taint_rule_keeps_untolerating_shares_off_the_card(
         cluster.kubectl("delete", "devicetaintrule", "xid-79-node-1", "--ignore-not-found")
     # Without the rule the card takes the plain share too.
     cluster.wait(lambda: cluster.running(namespace, "plain"), "plain to run", namespace, 60)
+
+
+def test_a_prepared_claims_status_says_what_its_containers_got(
+    cluster: Cluster, namespace: str
+) -> None:
+    """The plugin, under its node-bound token, writes status.devices: card, cores, memory."""
+    documents = pinned(example("sharing"), "node-1")
+    template = documents[0]
+    deployment = next(d for d in documents if d["kind"] == "Deployment")
+    assert cluster.apply([template, deployment], namespace).returncode == 0
+    prefix = deployment["metadata"]["name"]
+    pod = cluster.wait(lambda: cluster.running(namespace, prefix), f"{prefix} to run", namespace)
+
+    def described() -> Object | None:
+        claims = [c for c in cluster.claims(namespace) if (c.get("status") or {}).get("devices")]
+        return claims[0] if claims else None
+
+    claim = cluster.wait(described, "the claim's status.devices", namespace)
+    (entry,) = claim["status"]["devices"]
+    (result,) = claim["status"]["allocation"]["devices"]["results"]
+    assert (entry["pool"], entry["device"], entry["shareID"]) == (
+        "node-1", result["device"], result["shareID"],
+    )  # fmt: skip
+    uuid = cluster.env(pod, "server")["GPUSHARE_DEVICE_UUIDS"]
+    assert entry["data"] == {
+        "uuid": uuid,
+        "pciBusID": "0000:00:08.0",
+        "productName": "Tesla T4",
+        "request": "gpu",
+        "cores": 40,
+        "memory": "5Gi",
+        "isolation": "burst-share",
+        "priority": "online",
+        "backend": "hami-core",
+    }
+    assert entry["conditions"][0]["type"] == "Ready"
+    described_text = cluster.kubectl("describe", "resourceclaim", "-n", namespace).stdout
+    assert "Tesla T4" in described_text
