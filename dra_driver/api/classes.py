@@ -11,12 +11,22 @@ from dra_driver.api.gpushareconfig import GpuShareConfig, Priority
 
 
 def device_class(
-    name: str, names: DriverNames, config: GpuShareConfig | None = None
+    name: str,
+    names: DriverNames,
+    config: GpuShareConfig | None = None,
+    *,
+    extended_resource_name: str = "",
 ) -> dict[str, object]:
-    """Return a ``resource.k8s.io/v1`` DeviceClass selecting this driver's cards."""
+    """Return a ``resource.k8s.io/v1`` DeviceClass selecting this driver's cards.
+
+    ``extended_resource_name`` (``nvidia.com/gpu``) lets pods ask for a whole card as that
+    extended resource, unchanged (Kubernetes' DRA-backed extended resources).
+    """
     spec: dict[str, object] = {
         "selectors": [{"cel": {"expression": f'device.driver == "{names.driver}"'}}]
     }
+    if extended_resource_name:
+        spec["extendedResourceName"] = extended_resource_name
     if config is not None:
         spec["config"] = [
             {"opaque": {"driver": names.driver, "parameters": config.to_parameters(names)}}
@@ -29,10 +39,14 @@ def device_class(
     }
 
 
-def default_device_classes(names: DriverNames) -> list[dict[str, object]]:
+def default_device_classes(
+    names: DriverNames, *, extended_resource_name: str = ""
+) -> list[dict[str, object]]:
     """Return the default class and the online/offline classes with their default config."""
     return [
-        device_class(names.default_device_class, names),
+        device_class(
+            names.default_device_class, names, extended_resource_name=extended_resource_name
+        ),
         device_class(names.online_device_class, names, GpuShareConfig(priority=Priority.ONLINE)),
         device_class(names.offline_device_class, names, GpuShareConfig(priority=Priority.OFFLINE)),
     ]

@@ -107,6 +107,10 @@ def test_matrix_cases_render_what_they_switch(rendered: Callable[[str], Rendered
         ({"logging": {"level": "loud"}}, "at '/logging/level'"),
         ({"webhok": {"enabled": False}}, "additional properties 'webhok' not allowed"),
         ({"kubeletPlugin": {"cdiRoot": "var/run/cdi"}}, "at '/kubeletPlugin/cdiRoot'"),
+        (
+            {"deviceClasses": {"extendedResourceName": "gpu"}},
+            "at '/deviceClasses/extendedResourceName'",
+        ),
     ],
     ids=lambda v: json.dumps(v, separators=(",", ":")) if isinstance(v, dict) else "",
 )
@@ -136,6 +140,10 @@ def test_schema_rejects_bad_values(helm: Path, values: dict[str, object], messag
         (
             {"webhook": {"port": 8080}},
             "webhook.port and controller.metricsPort must differ",
+        ),
+        (
+            {"deviceClasses": {"extendedResourceName": "kubernetes.io/gpu"}},
+            "an extended resource is named outside kubernetes.io",
         ),
     ],
 )

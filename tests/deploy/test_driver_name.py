@@ -109,3 +109,17 @@ def test_two_releases_do_not_collide_on_cluster_scoped_names(helm: Path) -> None
     for kind in cluster_scoped:
         assert first.names(kind)
         assert not set(first.names(kind)) & set(second.names(kind)), kind
+
+
+def test_an_extended_resource_name_goes_on_the_default_class_only(helm: Path) -> None:
+    """deviceClasses.extendedResourceName: the class <driver> carries it, as the API says."""
+    r = render(helm, {"deviceClasses": {"extendedResourceName": "nvidia.com/gpu"}})
+    chart = sorted(
+        (without_labels(c) for c in r.of_kind("DeviceClass")), key=lambda c: c["metadata"]["name"]
+    )
+    names = DriverNames.for_driver(DEFAULT_DRIVER)
+    expected = default_device_classes(names, extended_resource_name="nvidia.com/gpu")
+    assert chart == sorted(expected, key=lambda c: c["metadata"]["name"])
+    assert [c["metadata"]["name"] for c in chart if "extendedResourceName" in c["spec"]] == [
+        DEFAULT_DRIVER
+    ]

@@ -142,3 +142,48 @@ def test_a_prepared_claims_status_says_what_its_containers_got(
     assert entry["conditions"][0]["type"] == "Ready"
     described_text = cluster.kubectl("describe", "resourceclaim", "-n", namespace).stdout
     assert "Tesla T4" in described_text
+
+
+def test_a_pod_asking_an_extended_resource_gets_a_whole_card_that_then_counts(
+    cluster: Cluster, namespace: str
+) -> None:
+    """extendedResourceName on our class: `example.com/gpu: 1` runs on a card; a share waits."""
+    resource = '{"spec":{"extendedResourceName":"example.com/gpu"}}'
+    cluster.kubectl("patch", "deviceclass", "gpushare.dra.dev", "--type=merge", "-p", resource)
+    try:
+        legacy = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "legacy"},
+            "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": "node-1"},
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "cuda-app",
+                        "resources": {
+                            "requests": {"example.com/gpu": "1"},
+                            "limits": {"example.com/gpu": "1"},
+                        },
+                    }
+                ],
+            },
+        }
+        assert cluster.apply([legacy], namespace).returncode == 0
+        pod = cluster.wait(lambda: cluster.running(namespace, "legacy"), "legacy to run", namespace)
+        env = cluster.env(pod, "c")
+        assert env["CUDA_DEVICE_SM_LIMIT_0"] == "100"
+        assert env["CUDA_DEVICE_MEMORY_LIMIT_0"] == "15360m"
+        assert cluster.apply(_share("after", tolerate=False), namespace).returncode == 0
+
+        def reason() -> bool:
+            return "no card with 10 cores, 1Gi memory free" in " ".join(
+                cluster.events(namespace, "after")
+            )
+
+        cluster.wait(reason, "the share to wait for node-1's card", namespace)
+    finally:
+        cluster.kubectl(
+            "patch", "deviceclass", "gpushare.dra.dev", "--type=json",
+            "-p", '[{"op":"remove","path":"/spec/extendedResourceName"}]',
+        )  # fmt: skip
