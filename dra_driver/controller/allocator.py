@@ -130,9 +130,8 @@ class Allocator:
     def _admitted(self, pod: Object) -> bool:
         """Whether ours is the pod's last scheduling gate; else say which it waits for.
 
-        Another controller (a queue such as Kueue) that has not admitted the pod yet keeps its
-        own gate: capacity held for the pod now could starve pods that were admitted. Removing
-        a gate updates the pod, and that event brings it back here.
+        A queue (Kueue) keeps its own gate until it admits the pod: capacity held for the pod
+        now could starve admitted ones. Removing a gate updates the pod, requeueing it.
         """
         reason = objects.waiting_for_other_gates(pod, self._names.scheduling_gate)
         if reason is not None:

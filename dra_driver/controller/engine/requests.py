@@ -290,3 +290,23 @@ def parse_claim(
         constraints=tuple(constraints),
         claim_config=claim_config,
     )
+
+
+def results_after(
+    requests: Sequence[tuple[int, str, Sequence[Alternative]]], chosen: Sequence[int]
+) -> list[int]:
+    """Per position, the results the same claim's later requests need with ``chosen``.
+
+    ``requests`` are ``(claim index, label, alternatives)`` in search order; ``chosen`` is the
+    alternative each uses. An ``allocationMode: All`` alternative needs at least one.
+    """
+    claims = [claim for claim, _, _ in requests]
+    needs = [
+        1 if alternatives[index].all_devices else alternatives[index].count
+        for (_, _, alternatives), index in zip(requests, chosen, strict=True)
+    ]
+    paired = list(zip(claims, needs, strict=True))
+    return [
+        sum(need for other, need in paired[at + 1 :] if other == claim)
+        for at, claim in enumerate(claims)
+    ]

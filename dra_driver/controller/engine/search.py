@@ -5,12 +5,10 @@ card down (:mod:`scoring`): the first complete solution is the policy's choice. 
 constraint, or cards shared between requests) backtracks, so the search finds an allocation
 whenever one exists, within a step budget for the worst case.
 
-A ``firstAvailable`` request's alternatives are preferences: the search settles for a later
-one only when no placement of the other requests lets an earlier one fit. So the choices of
-alternatives are tried in order (the first request's first, then its second, …), each with
-the whole device search under it; where kube-scheduler's walk meets a first solution with a
-later alternative because of the order its devices come in, this search still finds the
-earlier one.
+A ``firstAvailable`` request's alternatives are preferences: the choices of alternatives are
+tried in order, each with the whole device search under it, so a later one is used only when
+no placement of the other requests lets an earlier one fit (kube-scheduler's walk in slice
+order can meet a later one first; this search still finds the earlier).
 """
 
 from __future__ import annotations
@@ -25,7 +23,13 @@ from dra_driver.controller.engine import amounts, explain, scoring
 from dra_driver.controller.engine.budget import Budget
 from dra_driver.controller.engine.devices import Device, typed_value
 from dra_driver.controller.engine.matching import Matcher, Pick
-from dra_driver.controller.engine.requests import MAX_RESULTS, Alternative, ClaimSpec, Constraint
+from dra_driver.controller.engine.requests import (
+    MAX_RESULTS,
+    Alternative,
+    ClaimSpec,
+    Constraint,
+    results_after,
+)
 from dra_driver.controller.engine.snapshot import Snapshot
 from dra_driver.structured.allocated import DeviceId
 from dra_driver.structured.consumable import CapacityRejected
@@ -200,23 +204,10 @@ class NodeSearch:
                 return None
             usable.append([index for index, why in enumerate(whys) if why is None])
         for self._fixed in itertools.product(*usable):
-            self._rest = self._least_after(self._fixed)
+            self._rest = results_after(self._requests, self._fixed)
             if self._solve(0):
                 return list(self._picks), tuple(self._chosen_alternatives)
         return None
-
-    def _least_after(self, fixed: tuple[int, ...]) -> list[int]:
-        """Per request, the results the claim's later requests need with these alternatives."""
-        claims = [claim for claim, _, _ in self._requests]
-        needs = [
-            1 if alternatives[index].all_devices else alternatives[index].count
-            for (_, _, alternatives), index in zip(self._requests, fixed, strict=True)
-        ]
-        paired = list(zip(claims, needs, strict=True))
-        return [
-            sum(need for other, need in paired[at + 1 :] if other == claim)
-            for at, claim in enumerate(claims)
-        ]
 
     def _solve(self, at: int) -> bool:
         if at == len(self._requests):
