@@ -188,20 +188,23 @@ def prepare_claim(
         if card is None:
             raise ClaimError(f"device {result['device']} is not a card of node {node_name}")
         resolved.append((card, _allocated(result, card)))
+    admin = _admin_access(results)
     configs = _configs(names, allocation, results)
     shares = [
         _share(result, card, allocated, config)
         for result, (card, allocated), config in zip(results, resolved, configs, strict=True)
     ]
     # Sizes are per request and already in the shares; what is left applies to every request.
-    effective = dataclasses.replace(
-        configs[-1], backend=configs[-1].backend or default_backend, cores=None, memory=None
-    )
+    # Admin access is for monitoring: the card is seen, nothing intercepts or limits it.
+    backend = Backend.NONE if admin else configs[-1].backend or default_backend
+    effective = dataclasses.replace(configs[-1], backend=backend, cores=None, memory=None)
     try:
         edits = build_claim_edits(uid, shares, effective, host)
     except UnsupportedPolicyError as exc:
         raise ClaimError(str(exc)) from exc
     info = _share_info(claim, shares, effective)
+    if admin:  # not a share: the node monitor and the usage metrics leave it alone
+        info = dataclasses.replace(info, cards=())
     if effective.backend is Backend.HAMI_CORE and len(info.pods) > 1:
         # One accounting region per request: the pods' processes cannot see each other, and
         # HAMi-core forgets the ones it cannot see, so each pod would erase the other's use.
@@ -219,6 +222,17 @@ def prepare_claim(
         info=info,
         host=host,
     )
+
+
+def _admin_access(results: Sequence[Object]) -> bool:
+    """Whether the claim's results are admin access; a claim is all admin access or none."""
+    kinds = {bool(result.get("adminAccess")) for result in results}
+    if len(kinds) > 1:
+        raise ClaimError(
+            "the claim mixes admin-access results with shares: admin access and shares are "
+            "prepared differently, so they need separate claims"
+        )
+    return kinds == {True}
 
 
 def _share_info(claim: Object, shares: Sequence[CardShare], config: EffectiveConfig) -> ShareInfo:
@@ -288,19 +302,20 @@ def _assemble(
 
 def _status(result: Object, share: CardShare, effective: EffectiveConfig) -> DeviceStatus:
     """Say what one result's share gives its containers: the card and the share's limits."""
-    return DeviceStatus(
-        pool=result["pool"],
-        device=result["device"],
-        share_id=result.get("shareID"),
-        data={
-            "uuid": share.card.uuid,
-            "pciBusID": share.card.pci_bus_id,
-            "productName": share.card.product_name,
-            "request": share.request,
+    card = {
+        "uuid": share.card.uuid,
+        "pciBusID": share.card.pci_bus_id,
+        "productName": share.card.product_name,
+        "request": share.request,
+    }
+    if result.get("adminAccess"):
+        shared: dict[str, Any] = {"adminAccess": True}
+    else:
+        shared = {
             "cores": share.cores,
             "memory": format_quantity(share.memory_bytes, QuantityFormat.BINARY),
             "isolation": str(effective.isolation),
             "priority": str(effective.priority),
-            "backend": str(effective.backend),
-        },
-    )
+        }
+    data = {**card, **shared, "backend": str(effective.backend)}
+    return DeviceStatus(result["pool"], result["device"], result.get("shareID"), data)

@@ -93,6 +93,20 @@ def validate_claim_spec(
         )
         for field, class_name in foreign
     ]
+    # Admin access sees a card unlimited, a share is limited: the plugin prepares one or the
+    # other per claim. (kube-apiserver itself allows admin access only in namespaces labelled
+    # resource.kubernetes.io/admin-access=true.)
+    if len({bool(entry.entry.get("adminAccess")) for entry in ours}) > 1:
+        errors += [
+            invalid(
+                f"{entry.where}.adminAccess",
+                "true",
+                f"a claim asks for admin access in all of its {names.driver} requests or in "
+                "none; ask for admin access and for shares in separate claims",
+            )
+            for entry in ours
+            if entry.entry.get("adminAccess")
+        ]
     enforced: list[tuple[_Entry, tuple[object, ...]]] = []
     cluster_errors: dict[str, list[list[str]]] = {}
     for entry in ours:
@@ -201,11 +215,6 @@ def _check_entry(
     class_configs, class_errors = _class_configs(entry, names)
     errors = list(class_errors)
     fields = entry.entry
-    if fields.get("adminAccess"):
-        errors.append(
-            f"{entry.where}.adminAccess: {_FORBIDDEN}: {names.driver} does not allocate "
-            "admin access; remove adminAccess, or use a DeviceClass of another driver"
-        )
     for index, selector in enumerate(fields.get("selectors") or []):
         expression = str((selector.get("cel") or {}).get("expression") or "")
         try:

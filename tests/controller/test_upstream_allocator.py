@@ -285,6 +285,16 @@ def test_engine_decides_as_upstream(case: Case) -> None:
     # Upstream copies a request's tolerations into each of its results.
     for pairs in _tolerations(case, decision):
         assert all(got == wanted for got, wanted in pairs), pairs
+    # An admin-access request's results say so, and carry no share of the card.
+    for spec, allocation in zip(case.claims, decision.claims, strict=True):
+        admin = {
+            r["name"]
+            for r in spec["devices"]["requests"]
+            if (r.get("exactly") or {}).get("adminAccess")
+        }
+        for res in allocation.results:
+            assert bool(res.get("adminAccess")) == (res["request"] in admin), res
+            assert not (res.get("adminAccess") and "consumedCapacity" in res), res
     if case.configs is not None:
         assert _configs(decision) == [
             [(source, list(requests)) for source, requests in entries] for entries in case.configs

@@ -129,8 +129,11 @@ def _exact(
     mode: str | None,
     capacity: Mapping[str, str] | None,
     tolerations: Sequence[Object],
+    admin: bool = False,
 ) -> Object:
     entry: Object = {"deviceClassName": cls, "allocationMode": mode or "ExactCount"}
+    if admin:
+        entry["adminAccess"] = True
     if count is not None:
         entry["count"] = count
     if selectors:
@@ -151,8 +154,12 @@ def req(
     mode: str | None = None,
     capacity: Mapping[str, str] | None = None,
     tolerations: Sequence[Object] = (),
+    admin: bool = False,
 ) -> Object:
-    """Return an ``exactly`` request (upstream's ``request``; ``mode="All"``: allDeviceRequest)."""
+    """Return an ``exactly`` request (upstream's ``request``; ``mode="All"``: allDeviceRequest).
+
+    ``admin``: ``adminAccess: true``.
+    """
     return {
         "name": name,
         "exactly": _exact(
@@ -162,6 +169,7 @@ def req(
             mode=mode,
             capacity=capacity,
             tolerations=tolerations,
+            admin=admin,
         ),
     }
 

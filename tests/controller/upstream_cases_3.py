@@ -391,8 +391,70 @@ CASES: list[Case] = [
     ),
 ]
 
+TWO = [slice_("slice-1", N1, "pool-1", device("device-1"), device("device-2"))]
+
+# Admin access: the card is seen whoever uses it, and nothing is counted; one claim still
+# lists a card once.
+CASES += [
+    Case(
+        "all-devices-some-allocated-admin-access",
+        claims=[c("claim-0", req(mode="All", count=None, admin=True))],
+        slices=TWO,
+        used=[Used("device-1")],
+        expect=[[res("req-0", "device-1"), res("req-0", "device-2")]],
+    ),
+    Case(
+        "all-devices-some-allocating-admin-access",
+        claims=[c("claim-0", req(admin=True), req("req-1", mode="All", count=None, admin=True))],
+        slices=TWO,
+        expect=None,
+    ),
+    Case(
+        "count-devices-some-allocated-admin-access",
+        claims=[c("claim-0", req(count=2, admin=True))],
+        slices=TWO,
+        used=[Used("device-1")],
+        expect=[[res("req-0", "device-1"), res("req-0", "device-2")]],
+    ),
+    Case(
+        "separate-claims-share-device-admin-access",
+        claims=[c("claim-0", req(admin=True)), c("claim-1", req(admin=True))],
+        slices=TWO,
+        expect=[[res("req-0", "device-1")], [res("req-0", "device-1")]],
+    ),
+    Case(
+        "admin-access-claims-device-allocating-for-non-admin-access",
+        claims=[c("claim-0", req()), c("claim-1", req(admin=True))],
+        slices=TWO,
+        expect=[[res("req-0", "device-1")], [res("req-0", "device-1")]],
+    ),
+    Case(
+        "tainted-admin-access",
+        claims=[c("claim-0", req(admin=True))],
+        slices=[
+            slice_(
+                "slice-1",
+                N1,
+                "pool-1",
+                device(
+                    "device-1",
+                    taints=[{"key": "taint-key", "value": "taint-value", "effect": "NoSchedule"}],
+                ),
+            )
+        ],
+        used=[Used("device-1"), Used("device-2")],
+        expect=None,
+    ),
+    Case(
+        "admin-access-enabled",
+        claims=[c("claim-0", req(admin=True))],
+        slices=[slice_("slice-1", N1, "pool-1", device("device-1"))],
+        used=[Used("device-1"), Used("device-2")],
+        expect=[[res("req-0", "device-1")]],
+    ),
+]
+
 _SECOND_DRIVER = "needs a second driver's devices (only kube-scheduler allocates those)"
-_ADMIN = "admin access: this driver refuses it (kube-scheduler allocates such claims)"
 _NOT_LOCAL = "slices not local to a node (allNodes / nodeSelector)"
 _COUNTERS = "partitionable devices (consumesCounters / sharedCounters)"
 _BINDING = "binding conditions (DRADeviceBindingConditions)"
@@ -404,11 +466,6 @@ LEFT_OUT: dict[str, str] = {
     "all-devices-plus-another-reversed": _SECOND_DRIVER,
     "all-devices-many-plus-another": _SECOND_DRIVER,
     "all-devices-many-plus-another-reversed": _SECOND_DRIVER,
-    "all-devices-some-allocated-admin-access": _ADMIN,
-    "all-devices-some-allocating-admin-access": _ADMIN,
-    "count-devices-some-allocated-admin-access": _ADMIN,
-    "separate-claims-share-device-admin-access": _ADMIN,
-    "admin-access-claims-device-allocating-for-non-admin-access": _ADMIN,
     "all-devices-slice-without-devices-prioritized-list": _SECOND_DRIVER,
     "all-devices-no-slices-prioritized-list": _SECOND_DRIVER,
     "all-devices-some-allocated-prioritized-list": _SECOND_DRIVER,
@@ -418,7 +475,6 @@ LEFT_OUT: dict[str, str] = {
     "local-and-network-attached-devices": _NOT_LOCAL,
     "several-different-drivers": _SECOND_DRIVER,
     "admin-access-disabled": "feature gate off (DRAAdminAccess)",
-    "admin-access-enabled": _ADMIN,
     "with-class-device-config-with-multiple-request-and-configs": _SECOND_DRIVER,
     "prioritized-list-first-unavailable": _SECOND_DRIVER,
     "prioritized-list-non-available": _SECOND_DRIVER,
@@ -444,8 +500,7 @@ LEFT_OUT: dict[str, str] = {
     "tainted-disabled": "feature gate off (DRADeviceTaints)",
     "tainted-prioritized-list": _SECOND_DRIVER,
     "tainted-prioritized-list-disabled": _SECOND_DRIVER,
-    "tainted-admin-access": _ADMIN,
-    "tainted-admin-access-disabled": _ADMIN,
+    "tainted-admin-access-disabled": "feature gate off (DRADeviceTaints)",
     "tainted-all-devices-single-disabled": "feature gate off (DRADeviceTaints)",
     "partitionable-devices-with-attribute-selector": _COUNTERS,
     "prioritized-list-max-allocation-allocation-mode-all": _SECOND_DRIVER,

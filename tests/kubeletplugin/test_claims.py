@@ -167,3 +167,35 @@ def test_requests_of_one_claim_are_sized_by_their_own_config() -> None:
         ("30", "5120m"),
         ("50", "1024m"),
     ]
+
+
+def _env(prepared: PreparedClaim) -> dict[str, str]:
+    spec = prepared.spec.to_dict()
+    edits = [spec.get("containerEdits", {}), *(d["containerEdits"] for d in spec["devices"])]
+    return dict(entry.split("=", 1) for edit in edits for entry in edit.get("env", []))
+
+
+def test_admin_access_sees_the_card_without_interception_or_limits() -> None:
+    """An adminAccess result: backend none, no HAMi-core limits, nothing for the monitor."""
+    admin = claim()
+    admin["status"]["allocation"]["devices"]["results"][0]["adminAccess"] = True
+    prepared = prepare(admin)
+    env = _env(prepared)
+    assert env["GPUSHARE_BACKEND"] == "none"
+    assert env["GPUSHARE_DEVICE_UUIDS"] == card().uuid
+    assert not [name for name in env if name.startswith(("CUDA_DEVICE_MEMORY", "CUDA_DEVICE_SM"))]
+    assert "LD_PRELOAD" not in env
+    assert prepared.share.cards == ()
+    (status,) = prepared.statuses
+    assert status.data["adminAccess"] is True
+    assert "cores" not in status.data
+
+
+def test_a_claim_mixing_admin_access_and_a_share_is_refused() -> None:
+    """One result adminAccess, one a share: refused, naming why."""
+    mixed = claim({"cores": "30", "memory": "1Gi"})
+    results = mixed["status"]["allocation"]["devices"]["results"]
+    results.append({**results[0], "request": "watch", "adminAccess": True})
+    del results[1]["shareID"], results[1]["consumedCapacity"]
+    with pytest.raises(ClaimError, match="mixes admin-access results with shares"):
+        prepare(mixed)

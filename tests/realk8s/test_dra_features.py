@@ -6,6 +6,9 @@ scheduling gates, device taints, admin access …) it must respect too.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 
 from realk8s.kit import Cluster, Object, example, pinned
@@ -53,16 +56,8 @@ spec:
 """
 
 
-def _share(name: str, *, tolerate: bool) -> list[Object]:
-    """Return a 10-core share's template and pod on node-1, tolerating the XID taint or not."""
-    exactly: Object = {
-        "deviceClassName": "gpushare.dra.dev",
-        "capacity": {"requests": {"cores": "10", "memory": "1Gi"}},
-    }
-    if tolerate:
-        exactly["tolerations"] = [
-            {"key": "example.com/xid", "operator": "Equal", "value": "79", "effect": "NoSchedule"}
-        ]
+def _claim_pod(name: str, exactly: Object) -> list[Object]:
+    """Return a template asking ``exactly`` and a pod on node-1 using it, both named ``name``."""
     template = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
@@ -82,6 +77,19 @@ def _share(name: str, *, tolerate: bool) -> list[Object]:
         },
     }
     return [template, pod]
+
+
+def _share(name: str, *, tolerate: bool) -> list[Object]:
+    """Return a 10-core share's template and pod on node-1, tolerating the XID taint or not."""
+    exactly: Object = {
+        "deviceClassName": "gpushare.dra.dev",
+        "capacity": {"requests": {"cores": "10", "memory": "1Gi"}},
+    }
+    if tolerate:
+        exactly["tolerations"] = [
+            {"key": "example.com/xid", "operator": "Equal", "value": "79", "effect": "NoSchedule"}
+        ]
+    return _claim_pod(name, exactly)
 
 
 def test_a_device_taint_rule_keeps_untolerating_shares_off_the_card(
@@ -187,3 +195,34 @@ def test_a_pod_asking_an_extended_resource_gets_a_whole_card_that_then_counts(
             "patch", "deviceclass", "gpushare.dra.dev", "--type=json",
             "-p", '[{"op":"remove","path":"/spec/extendedResourceName"}]',
         )  # fmt: skip
+
+
+def test_an_admin_access_pod_sees_a_full_card_and_takes_nothing_from_it(
+    cluster: Cluster, namespace: str
+) -> None:
+    """In an admin-access namespace a monitor runs on a card used whole; status still shows one."""
+    label = "resource.kubernetes.io/admin-access=true"
+    cluster.kubectl("label", "namespace", namespace, label)
+    whole = _claim_pod("trainer", {"deviceClassName": "gpushare.dra.dev"})
+    assert cluster.apply(whole, namespace).returncode == 0
+    cluster.wait(lambda: cluster.running(namespace, "trainer"), "trainer to run", namespace)
+    monitor = {"deviceClassName": "gpushare.dra.dev", "adminAccess": True}
+    assert cluster.apply(_claim_pod("monitor", monitor), namespace).returncode == 0
+    pod = cluster.wait(lambda: cluster.running(namespace, "monitor"), "monitor to run", namespace)
+    env = cluster.env(pod, "c")
+    assert env["GPUSHARE_BACKEND"] == "none"
+    assert "CUDA_DEVICE_SM_LIMIT_0" not in env
+    (claim,) = [c for c in cluster.claims(namespace) if c["metadata"]["name"].startswith("monitor")]
+    (result,) = claim["status"]["allocation"]["devices"]["results"]
+    assert (result["device"], result["adminAccess"]) == ("gpu-0", True)
+    assert "consumedCapacity" not in result
+    kubeconfig = str(cluster.plane.kubeconfig)
+    status = subprocess.run(
+        [sys.executable, "-m", "dra_driver", "status", "--kubeconfig", kubeconfig, "-o", "json"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    cards = {(c["node"], c["device"]): c for c in json.loads(status.stdout)["cards"]}
+    card = cards[("node-1", "gpu-0")]
+    assert card["cores"] == {"capacity": "100", "used": "100", "free": "0"}
+    assert [s["claim"].split("/")[0] for s in card["shares"]] == [namespace]
+    assert len(card["shares"]) == 1

@@ -284,12 +284,19 @@ CLAIM_CASES = [
         ),
         cluster=cluster_with(limits_value=Limits(most_cards=32)),
     ),
+    validate("admin-access", one(adminAccess=True), ALLOWED),
     validate(
-        "admin-access",
-        one(adminAccess=True),
+        "admin-access-beside-a-share",
+        claim(
+            claim_spec(
+                request("watch", adminAccess=True),
+                request("work", capacity={"cores": "30", "memory": "2Gi"}),
+            )
+        ),
         denied(
-            f"{REQ}.adminAccess: Forbidden: {DRIVER} does not allocate admin access; remove "
-            "adminAccess, or use a DeviceClass of another driver"
+            "spec.devices.requests[0].exactly.adminAccess: Invalid value: true: a claim asks "
+            f"for admin access in all of its {DRIVER} requests or in none; ask for admin "
+            "access and for shares in separate claims"
         ),
     ),
     validate(

@@ -68,8 +68,11 @@ class Pick:
         }
         if self.alternative.tolerations:
             result["tolerations"] = [dict(t) for t in self.alternative.tolerations]
+        if self.alternative.admin:
+            # Seen, not shared out: no share of the card, and nobody counts it.
+            result["adminAccess"] = True
         # A whole-only card's share is counted by its config: the API server would drop both.
-        if self.consumed is not None and self.device.shareable:
+        elif self.consumed is not None and self.device.shareable:
             result["shareID"] = share_id()
             result["consumedCapacity"] = format_consumed(self.device.capacities, self.consumed)
         return result
@@ -211,7 +214,11 @@ class Matcher:
     def takes_whole(self, alternative: Alternative, model: Model) -> bool:
         """Whether a pick on a card of ``model`` needs the card idle (and it can take one)."""
         found = self._consumption_of(alternative, model)
-        return not isinstance(found, _Rejected) and (found is None or alternative.exclusive)
+        return (
+            not alternative.admin
+            and not isinstance(found, _Rejected)
+            and (found is None or alternative.exclusive)
+        )
 
     def may_fit(self, alternative: Alternative, model: Model, idle: int, room: Any) -> bool:  # noqa: ANN401
         """Whether a node's summary leaves room for the alternative on a card of ``model``.
@@ -222,6 +229,8 @@ class Matcher:
         found = self._consumption_of(alternative, model)
         if isinstance(found, _Rejected):
             return False
+        if alternative.admin:
+            return True  # takes nothing: a full card is seen as well as an idle one
         if found is None or alternative.exclusive:
             return idle >= (1 if alternative.all_devices else alternative.count)
         return all(room.get(name, 0) >= amount for name, amount in found.items())
@@ -235,6 +244,9 @@ class Matcher:
 
     def _remembered(self, alternative: Alternative, model: Model) -> Consumption:
         key = (_request_key(alternative), model)
+        if key not in self._consumption and alternative.admin:
+            # Admin access sees the card and takes none of it, whatever it asks for.
+            self._consumption[key] = dict.fromkeys(model.capacities, Fraction(0))
         if key not in self._consumption:
             shareable, capacities = model.shares(alternative.sized), dict(model.capacities)
             try:
@@ -258,7 +270,12 @@ _MISSING: Final = object()
 
 def _request_key(alternative: Alternative) -> tuple[object, ...]:
     """Return what consumption depends on besides the device: amounts, exclusivity, sizing."""
-    return tuple(sorted(alternative.capacity.items())), alternative.exclusive, alternative.sized
+    return (
+        tuple(sorted(alternative.capacity.items())),
+        alternative.exclusive,
+        alternative.sized,
+        alternative.admin,
+    )
 
 
 def _values(capacities: dict[str, Capacity]) -> dict[str, Fraction]:

@@ -56,6 +56,8 @@ class Alternative:
     config: EffectiveConfig
     class_config: tuple[Object, ...]
     """The class's config entries, copied into the allocation as ``FromClass``."""
+    admin: bool = False
+    """``adminAccess``: the card is seen, not shared out; in use or not, nothing is counted."""
 
     @property
     def exclusive(self) -> bool:
@@ -163,8 +165,6 @@ def _alternative(
             f"{where}: device class {class_name} does not select devices of {names.driver} "
             "only; a claim must ask either for this driver's classes alone or not at all"
         )
-    if entry.get("adminAccess"):
-        raise ClaimRefused(f"{where}.adminAccess: admin access is not allocated by this driver")
     mode = str(entry.get("allocationMode") or "ExactCount")
     if mode not in ("ExactCount", "All"):
         raise ClaimRefused(f"{where}.allocationMode: {mode!r}; allowed: ExactCount, All")
@@ -217,6 +217,7 @@ def _alternative(
         tolerations=tolerations,
         config=config,
         class_config=class_config,
+        admin=bool(entry.get("adminAccess")),
     )
 
 
@@ -259,6 +260,12 @@ def parse_claim(
         requests.append(Request(name, alternatives))
     if not requests:
         raise ClaimRefused("spec.devices.requests: the claim requests no devices")
+    if len({a.admin for request in requests for a in request.alternatives}) > 1:
+        # Prepared once per claim: a card seen for monitoring is not limited, a share is.
+        raise ClaimRefused(
+            "spec.devices.requests: adminAccess is set on some requests and not on others; "
+            "ask for admin access and for shares in separate claims"
+        )
     # "All" counts one here: how many it takes depends on the node, checked by the search.
     fewest = sum(
         min(1 if a.all_devices else a.count for a in request.alternatives) for request in requests

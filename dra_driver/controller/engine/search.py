@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-from dra_driver.api import Priority
 from dra_driver.controller.engine import amounts, explain, scoring
 from dra_driver.controller.engine.budget import Budget
 from dra_driver.controller.engine.devices import Device, typed_value
@@ -31,7 +30,7 @@ from dra_driver.controller.engine.requests import (
     results_after,
 )
 from dra_driver.controller.engine.snapshot import Snapshot
-from dra_driver.structured.allocated import DeviceId
+from dra_driver.controller.engine.tentative import Tentative
 from dra_driver.structured.consumable import CapacityRejected
 
 Object = dict[str, Any]
@@ -57,11 +56,7 @@ class NodeSearch:
         self._claims = claims
         self._policy = policy
         self._budget = budget
-        self._pending: dict[DeviceId, dict[str, Fraction]] = {}
-        self._pending_whole: set[DeviceId] = set()
-        self._pending_shares: dict[DeviceId, int] = {}
-        self._pending_online: dict[DeviceId, int] = {}
-        self._picks: list[Pick] = []
+        self._tentative = Tentative(snapshot)
         self._chosen_alternatives: list[int] = []
         self._fixed: tuple[int, ...] = ()
         """The alternative each request must use in the current pass of :meth:`solve`."""
@@ -83,36 +78,29 @@ class NodeSearch:
 
     def free(self, device: Device) -> dict[str, Fraction] | None:
         """Free capacity now (tentative picks included); ``None`` if used whole. Read only."""
-        if device.id in self._pending_whole:
-            return None
-        free = self.snapshot.load.free[device.id]
-        pending = self._pending.get(device.id)
-        if free is None or not pending:
-            return free
-        return {name: amount - pending.get(name, Fraction(0)) for name, amount in free.items()}
+        return self._tentative.free(device)
 
     def fraction(self, device: Device) -> Fraction:
         """Return the free fraction now, tentative picks included (see :mod:`scoring`)."""
-        if device.id in self._pending_whole:
-            return Fraction(0)
-        if not self._pending.get(device.id):
-            return self.snapshot.load.fraction[device.id]
-        free = self.free(device)
-        return Fraction(0) if free is None else scoring.free_fraction(device.capacities, free)
+        return self._tentative.fraction(device)
 
-    def _in_use(self, device: Device) -> bool:
-        return (
-            self.snapshot.state.in_use(device.id)
-            or device.id in self._pending_whole
-            or self._pending_shares.get(device.id, 0) > 0
-        )
+    def fits(
+        self,
+        device: Device,
+        alternative: Alternative,
+        consumed: Any,  # noqa: ANN401 - the matcher's consumption, or None
+        claim: int = -1,
+    ) -> bool:
+        """Whether one pick of ``alternative`` fits the device now (this search's picks count).
 
-    def fits(self, device: Device, alternative: Alternative, consumed: Any) -> bool:  # noqa: ANN401
-        """Whether one pick of ``alternative`` fits the device now (this search's picks count)."""
+        Admin access sees a card whoever uses it; only its own claim may not list it twice.
+        """
+        if alternative.admin:
+            return not self._tentative.listed(claim, device)
         if consumed is None or alternative.exclusive:
-            return not self._in_use(device)
+            return not self._tentative.in_use(device)
         free = self.free(device)
-        if free is not None and free is self.snapshot.load.free[device.id]:
+        if free is not None and not self._tentative.touched(device):
             return self.snapshot.load.comparisons.fits(free, consumed)  # no pick of ours on it
         return free is not None and amounts.covers(free, consumed)
 
@@ -122,44 +110,12 @@ class NodeSearch:
         An unshared device (``consumed`` is ``None``) always does; if it is in use, the
         request fails, as kube-scheduler's does.
         """
-        if consumed is None:
+        if consumed is None or alternative.admin:
             return True
         if alternative.exclusive:
             return not self.snapshot.state.in_use(device.id)
         free = self.snapshot.load.free[device.id]
         return free is not None and self.snapshot.load.comparisons.fits(free, consumed)
-
-    def _hosts_online(self, device: Device) -> bool:
-        counts = self.snapshot.priorities.get(device.id, {})
-        return counts.get(Priority.ONLINE, 0) + self._pending_online.get(device.id, 0) > 0
-
-    # -- tentative picks ------------------------------------------------------------------
-
-    def _push(self, pick: Pick) -> None:
-        self._picks.append(pick)
-        device_id = pick.device.id
-        if pick.consumed is None:
-            self._pending_whole.add(device_id)
-            return
-        pending = self._pending.setdefault(device_id, {})
-        for name, amount in pick.consumed.items():
-            pending[name] = pending.get(name, Fraction(0)) + amount
-        self._pending_shares[device_id] = self._pending_shares.get(device_id, 0) + 1
-        if pick.alternative.config.priority is Priority.ONLINE:
-            self._pending_online[device_id] = self._pending_online.get(device_id, 0) + 1
-
-    def _pop(self) -> None:
-        pick = self._picks.pop()
-        device_id = pick.device.id
-        if pick.consumed is None:
-            self._pending_whole.discard(device_id)
-            return
-        pending = self._pending[device_id]
-        for name, amount in pick.consumed.items():
-            pending[name] -= amount
-        self._pending_shares[device_id] -= 1
-        if pick.alternative.config.priority is Priority.ONLINE:
-            self._pending_online[device_id] -= 1
 
     # -- constraints ----------------------------------------------------------------------
 
@@ -180,7 +136,7 @@ class NodeSearch:
         value = typed_value(device.attributes[constraint.attribute])
         others = [
             typed_value(p.device.attributes[constraint.attribute])
-            for p in self._picks
+            for p in self._tentative.picks
             if p.claim == claim and constraint.covers(p.alternative.name)
         ]
         if constraint.distinct:
@@ -206,7 +162,7 @@ class NodeSearch:
         for self._fixed in itertools.product(*usable):
             self._rest = results_after(self._requests, self._fixed)
             if self._solve(0):
-                return list(self._picks), tuple(self._chosen_alternatives)
+                return list(self._tentative.picks), tuple(self._chosen_alternatives)
         return None
 
     def _solve(self, at: int) -> bool:
@@ -256,13 +212,13 @@ class NodeSearch:
         return suitable, "; ".join(reasons) or "the node has no device of this driver"
 
     def _ranked(
-        self, alternative: Alternative, candidates: list[tuple[Device, Any]]
+        self, claim: int, alternative: Alternative, candidates: list[tuple[Device, Any]]
     ) -> list[tuple[Device, Any]]:
         """Candidates that fit now, best first for this share's placement."""
         placement = self._policy.for_share(alternative.config)
         ranked = []
         for device, consumed in candidates:
-            if not self.fits(device, alternative, consumed):
+            if not self.fits(device, alternative, consumed, claim):
                 continue
             if consumed is None:
                 after = Fraction(0)
@@ -274,7 +230,7 @@ class NodeSearch:
                 placement,
                 alternative.config.priority,
                 free_after=after,
-                hosts_online=self._hosts_online(device),
+                hosts_online=self._tentative.hosts_online(device),
                 sort_key=device.sort_key,
             )
             ranked.append((key, device, consumed))
@@ -291,7 +247,7 @@ class NodeSearch:
     ) -> bool:
         if self._too_many(claim, label, alternative, adding=alternative.count, at=at):
             return False
-        ranked = self._ranked(alternative, candidates)
+        ranked = self._ranked(claim, alternative, candidates)
         if len(ranked) < alternative.count:
             self.shortages.setdefault(
                 label,
@@ -309,7 +265,7 @@ class NodeSearch:
         Saying so before picking lets a ``firstAvailable`` request fall back to an alternative
         that needs fewer devices, as kube-scheduler does, without trying every set of cards.
         """
-        total = adding + sum(1 for pick in self._picks if pick.claim == claim)
+        total = adding + sum(1 for pick in self._tentative.picks if pick.claim == claim)
         if total + self._rest[at] <= MAX_RESULTS:
             return False
         total += self._rest[at]
@@ -343,12 +299,12 @@ class NodeSearch:
             self._budget.step()
             if not self._constraints_allow(claim, alternative, device):
                 continue
-            self._push(Pick(claim, alternative, device, consumed))
+            self._tentative.push(Pick(claim, alternative, device, consumed))
             if self._take(
                 claim, alternative, ranked, start=index + 1, remaining=remaining - 1, at=at
             ):
                 return True
-            self._pop()
+            self._tentative.pop()
         return False
 
     def _take_all(
@@ -383,18 +339,18 @@ class NodeSearch:
         pushed = 0
         for device, consumed in candidates:
             self._budget.step()
-            if not self.fits(device, alternative, consumed) or not self._constraints_allow(
+            if not self.fits(device, alternative, consumed, claim) or not self._constraints_allow(
                 claim, alternative, device
             ):
                 self.shortages.setdefault(
                     label, f"{alternative.name}: allocationMode All, but {device.name} is full"
                 )
                 break
-            self._push(Pick(claim, alternative, device, consumed))
+            self._tentative.push(Pick(claim, alternative, device, consumed))
             pushed += 1
         else:
             if self._solve(at + 1):
                 return True
         for _ in range(pushed):
-            self._pop()
+            self._tentative.pop()
         return False
