@@ -160,8 +160,19 @@ class _DraPlugin:
         return response
 
 
+HEALTH_RESEND_SECONDS: Final = 10.0
+"""How often the whole device list is sent again though nothing changed."""
+HEALTH_TIMEOUT_SECONDS: Final = 30
+"""Told to the kubelet per device: a device not reported for this long becomes ``Unknown``."""
+
+
 class _Health:
-    """DRAResourceHealth: the whole device list on connect and after every health change."""
+    """DRAResourceHealth: the whole device list on connect, on every change, and every 10 s.
+
+    The kubelet holds a device's health for a limited time (``health_check_timeout_seconds``)
+    and then reports it ``Unknown`` in the pods' status: an unchanged list must be sent again
+    well before that, or every healthy card reads ``Unknown`` half a minute after connecting.
+    """
 
     def __init__(
         self,
@@ -175,11 +186,12 @@ class _Health:
     def NodeWatchResources(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:  # noqa: N802, ANN401
         """Stream the health of every card until the kubelet hangs up or the plugin stops."""
         last: list[tuple[str, str]] | None = None
+        sent = 0.0
         while not self._stop.is_set() and context.is_active():
             cards = self._cards()
             state = [(device_name(c), str(c.health)) for c in cards]
-            if state != last:
-                last = state
+            if state != last or time.monotonic() - sent >= HEALTH_RESEND_SECONDS:
+                last, sent = state, time.monotonic()
                 yield self._module.NodeWatchResourcesResponse(
                     devices=[self._device(c) for c in cards]
                 )
@@ -194,6 +206,7 @@ class _Health:
             health=status,
             last_updated_time=int(time.time()),
             message=(card.health_message or "")[:1024],
+            health_check_timeout_seconds=HEALTH_TIMEOUT_SECONDS,
         )
 
 

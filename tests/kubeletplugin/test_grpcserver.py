@@ -33,7 +33,7 @@ from dra_driver._proto.pluginregistration.v1 import api_pb2 as registration
 from dra_driver._proto.pluginregistration.v1 import api_pb2_grpc as registration_grpc
 from dra_driver.api import DEFAULT_DRIVER_NAME, Backend, DriverNames
 from dra_driver.k8s.errors import NotFoundError
-from dra_driver.kubeletplugin import locking
+from dra_driver.kubeletplugin import grpcserver, locking
 from dra_driver.kubeletplugin.grpcserver import (
     MAX_SOCKET_PATH,
     PluginServer,
@@ -390,6 +390,25 @@ def test_health_stream_reports_a_card_turning_unhealthy(
             (NODE, "gpu-0", module.HEALTHY, ""),
             (NODE, "gpu-1", module.UNHEALTHY, "XID 79"),
         ]
+        stream.cancel()
+
+
+def test_an_unchanged_health_list_is_sent_again_before_the_kubelet_forgets_it(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing changes, yet the list comes again, each device with the kubelet's timeout."""
+    resend = grpcserver.HEALTH_RESEND_SECONDS
+    monkeypatch.setattr(grpcserver, "HEALTH_RESEND_SECONDS", 0.5)
+    with served.channel() as channel:
+        stream = health_v1_grpc.DRAResourceHealthStub(channel).NodeWatchResources(
+            health_v1.NodeWatchResourcesRequest(), timeout=10
+        )
+        first, second = next(stream), next(stream)  # the 10 s deadline bounds a stream gone quiet
+        assert _health(second) == _health(first)
+        assert second.devices[0].last_updated_time >= first.devices[0].last_updated_time
+        timeouts = {d.health_check_timeout_seconds for d in (*first.devices, *second.devices)}
+        assert timeouts == {grpcserver.HEALTH_TIMEOUT_SECONDS}
+        assert 3 * resend <= grpcserver.HEALTH_TIMEOUT_SECONDS  # a lost message is forgiven
         stream.cancel()
 
 
