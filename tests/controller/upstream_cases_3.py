@@ -21,6 +21,7 @@ from controller.upstream_cases import (
 from controller.upstream_cases import D as DRIVER
 from controller.upstream_cases import claim as c
 from controller.upstream_cases import r as res
+from controller.upstream_cases_2 import NO_SCHEDULE
 
 C0 = "capacity-0"
 BOOL = f'device.attributes["{DRIVER}"].boolAttribute'
@@ -431,17 +432,7 @@ CASES += [
     Case(
         "tainted-admin-access",
         claims=[c("claim-0", req(admin=True))],
-        slices=[
-            slice_(
-                "slice-1",
-                N1,
-                "pool-1",
-                device(
-                    "device-1",
-                    taints=[{"key": "taint-key", "value": "taint-value", "effect": "NoSchedule"}],
-                ),
-            )
-        ],
+        slices=[slice_("slice-1", N1, "pool-1", device("device-1", taints=[NO_SCHEDULE]))],
         used=[Used("device-1"), Used("device-2")],
         expect=None,
     ),

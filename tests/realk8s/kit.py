@@ -184,6 +184,25 @@ class Cluster:
         return result
 
 
+def one_service(
+    cluster: Cluster, namespace: str, node: str, *, gates: list[str] | None = None
+) -> str:
+    """Apply the sharing example's first service (its template, 40 cores, 5Gi) on ``node``.
+
+    Returns the Deployment's name, the prefix of its pod's name; ``gates`` are scheduling
+    gates of other controllers the pod is created with.
+    """
+    documents = pinned(example("sharing"), node)
+    template = documents[0]
+    deployment = next(d for d in documents if d["kind"] == "Deployment")
+    spec = deployment["spec"]["template"]["spec"]
+    assert spec["resourceClaims"][0]["resourceClaimTemplateName"] == template["metadata"]["name"]
+    if gates:
+        spec["schedulingGates"] = [{"name": gate} for gate in gates]
+    assert cluster.apply([template, deployment], namespace).returncode == 0
+    return str(deployment["metadata"]["name"])
+
+
 def step(documents: list[Object], name: str) -> list[Object]:
     """Return the documents labelled ``step: <name>`` (``kubectl apply -l step=<name>``)."""
     return [d for d in documents if (d["metadata"].get("labels") or {}).get("step") == name]

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from realk8s.kit import Cluster, Object, example, pinned
+from realk8s.kit import Cluster, Object, one_service
 
 QUEUE_GATE = "example.com/queue"
 
@@ -20,13 +20,7 @@ def test_a_pod_held_by_a_queues_gate_gets_no_allocation_until_admitted(
     cluster: Cluster, namespace: str
 ) -> None:
     """With a foreign gate first the claim stays unallocated; once removed, the pod runs."""
-    documents = pinned(example("sharing"), "node-1")
-    template = documents[0]
-    deployment = next(d for d in documents if d["kind"] == "Deployment")
-    pod_spec = deployment["spec"]["template"]["spec"]
-    pod_spec["schedulingGates"] = [{"name": QUEUE_GATE}]
-    assert cluster.apply([template, deployment], namespace).returncode == 0
-    prefix = deployment["metadata"]["name"]
+    prefix = one_service(cluster, namespace, "node-1", gates=[QUEUE_GATE])
 
     def told() -> bool:
         pod = cluster.pod(namespace, prefix)
@@ -118,11 +112,7 @@ def test_a_prepared_claims_status_says_what_its_containers_got(
     cluster: Cluster, namespace: str
 ) -> None:
     """The plugin, under its node-bound token, writes status.devices: card, cores, memory."""
-    documents = pinned(example("sharing"), "node-1")
-    template = documents[0]
-    deployment = next(d for d in documents if d["kind"] == "Deployment")
-    assert cluster.apply([template, deployment], namespace).returncode == 0
-    prefix = deployment["metadata"]["name"]
+    prefix = one_service(cluster, namespace, "node-1")
     pod = cluster.wait(lambda: cluster.running(namespace, prefix), f"{prefix} to run", namespace)
 
     def described() -> Object | None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from dra_driver.cdi.names import spec_file_name
-from realk8s.kit import NAMES, Cluster, Object, example, pinned, wait_for
+from realk8s.kit import NAMES, Cluster, Object, one_service, wait_for
 
 
 def _health(pod: Object | None) -> list[str]:
@@ -47,13 +47,7 @@ def test_a_card_turning_unhealthy_reaches_the_pods_container_status(
     cluster: Cluster, namespace: str
 ) -> None:
     """The kubelet shows the share Healthy, Unhealthy once its card fails, Healthy when back."""
-    documents = pinned(example("sharing"), "node-2")
-    template = documents[0]
-    deployment = next(d for d in documents if d["kind"] == "Deployment")
-    claims = deployment["spec"]["template"]["spec"]["resourceClaims"]
-    assert claims[0]["resourceClaimTemplateName"] == template["metadata"]["name"]
-    assert cluster.apply([template, deployment], namespace).returncode == 0
-    prefix = deployment["metadata"]["name"]
+    prefix = one_service(cluster, namespace, "node-2")
     pod = cluster.wait(lambda: cluster.running(namespace, prefix), f"{prefix} to run", namespace)
     cluster.wait(
         lambda: _health(cluster.running(namespace, prefix)) == ["Healthy"],
@@ -88,11 +82,7 @@ def test_the_kubelet_unprepares_a_claim_once_its_pod_is_gone(
     cluster: Cluster, namespace: str
 ) -> None:
     """The claim's CDI spec exists while its pod runs and is removed after the pod is deleted."""
-    documents = pinned(example("sharing"), "node-1")
-    template = documents[0]
-    deployment = next(d for d in documents if d["kind"] == "Deployment")
-    assert cluster.apply([template, deployment], namespace).returncode == 0
-    prefix = deployment["metadata"]["name"]
+    prefix = one_service(cluster, namespace, "node-1")
     cluster.wait(lambda: cluster.running(namespace, prefix), f"{prefix} to run", namespace)
     (claim,) = cluster.claims(namespace)
     spec = cluster.plane.nodes["node-1"].cdi_root / spec_file_name(NAMES, claim["metadata"]["uid"])
