@@ -16,9 +16,12 @@ chart option), and the webhook configurations reach the webhook by ``clientConfi
 from __future__ import annotations
 
 import base64
+import http.client
+import ssl
 import subprocess
 import time
 from collections.abc import Callable
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Final
 
@@ -87,6 +90,7 @@ class ChartInstall:
         self.webhook_port = free_ports(1)[0]
         work_dir.mkdir(parents=True, exist_ok=True)
         cert, key = write_self_signed(work_dir, "webhook")
+        self._webhook_ca = cert
         self._tls = {"tls.crt": cert.read_bytes(), "tls.key": key.read_bytes()}
         chart_values = {**(values or {})}
         webhook = dict(chart_values.get("webhook") or {})
@@ -171,10 +175,30 @@ class ChartInstall:
         return process
 
     def start_controller(self) -> PodProcess:
-        """Run the controller (and the webhook it serves) of the Deployment's pod."""
+        """Run the controller (and the webhook it serves); return once the webhook is ready.
+
+        In a cluster the webhook's Service has no endpoint until the pod is ready; here the
+        configurations call the port directly, so a pod created earlier would pass ungated
+        (``failurePolicy: Ignore``). Waiting for ``/readyz`` stands in for that.
+        """
         pod = self.pod("controller")
         overrides = {"WEBHOOK_PORT": str(self.webhook_port)}
-        return self.run("controller", pod, pod["spec"]["nodeName"], overrides)
+        process = self.run("controller", pod, pod["spec"]["nodeName"], overrides)
+        self.wait(self._webhook_ready, "the webhook's /readyz", _POD_TIMEOUT_S)
+        return process
+
+    def _webhook_ready(self) -> bool:
+        context = ssl.create_default_context(cafile=str(self._webhook_ca))
+        connection = http.client.HTTPSConnection(
+            "127.0.0.1", self.webhook_port, context=context, timeout=2
+        )
+        try:
+            connection.request("GET", "/readyz")
+            return connection.getresponse().status == HTTPStatus.OK
+        except OSError:
+            return False
+        finally:
+            connection.close()
 
     def start_plugin(self, node: str) -> PodProcess:
         """Run the kubelet plugin of the DaemonSet's pod on ``node``, on the fake cards."""
