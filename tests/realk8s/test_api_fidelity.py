@@ -1,7 +1,8 @@
 """The fake API server's tests of API behaviour, run against the real one where they apply.
 
 The write matrix the fake is held to (tests/harness/apiserver/rawcases.py) is what kube-apiserver
-answers: each row is sent here exactly as there, the claim created from raw JSON bytes.
+answers: each row is sent here exactly as there, the claim created from raw JSON bytes. So are
+the shared API behaviours of tests/harness/apiserver/semantics.py.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from collections.abc import Iterator
 import pytest
 from harness.apiserver.builders import claim, with_config
 from harness.apiserver.rawcases import FINALIZER, MATRIX, SORTED, UNSORTED, read, write
+from harness.apiserver.semantics import CASES, EXPECTED
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from realk8s.kit import Cluster, fresh_namespace
+from realk8s.kit import Cluster, fresh_namespace, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -61,3 +63,21 @@ def test_the_fakes_claim_write_matrix_is_what_kube_apiserver_answers(
     else:
         patch = [{"op": "remove", "path": "/metadata/finalizers"}]
         resource.patch_namespaced_resource_claim(name, namespace, patch)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_shared_api_behaviours_are_what_kube_apiserver_answers(
+    cluster: Cluster, name: str
+) -> None:
+    """Each behaviour the fake is held to (harness/apiserver/semantics.py) holds here too."""
+    with fresh_namespace(cluster) as namespace:
+        core = client.CoreV1Api(cluster.api)
+        # kube-apiserver refuses pods until kube-controller-manager made the default SA.
+        wait_for(
+            lambda: any(
+                sa.metadata.name == "default"
+                for sa in core.list_namespaced_service_account(namespace).items
+            ),
+            f"the default ServiceAccount of {namespace}",
+        )
+        assert CASES[name](cluster.api, namespace) == EXPECTED[name]
