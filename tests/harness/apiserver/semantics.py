@@ -16,11 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 from gpushare_simulator.harness.kubeapply import Applier
+from harness.apiserver.rawcases import MERGE
 from kubernetes import client
 
 Object = dict[str, Any]
-MERGE = "application/merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
 NOWHERE = "no-such-node"
 
 
