@@ -57,6 +57,7 @@ def main() -> int:
         shutil.rmtree(work_dir, ignore_errors=True)
     result = report.to_json()
     print(f"cycles {report.cycles}, kills {dict(report.kills)}, faults {dict(report.faults)}")
+    print(f"exited on their own and restarted: {dict(report.exits) or 'none'}")
     print(f"pods created {report.pods_created}, deleted {report.pods_deleted}, running "
           f"{report.pods_running}; {report.seconds} s")  # fmt: skip
     for violation in report.violations:

@@ -69,6 +69,7 @@ from kubernetes import client
 from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
 from dra_driver.api.classes import default_device_classes
 from dra_driver.k8s import raw
+from dra_driver.k8s.errors import NotFoundError
 from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.kubeletplugin import plugin
 from dra_driver.kubeletplugin.settings import KubeletPluginSettings
@@ -84,6 +85,9 @@ VERDICT_PODS: Final = 1000
 PODS_PER_SHARED_CLAIM: Final = 4
 _JOIN_SECONDS: Final = 30.0
 _ACCOUNTING_SECONDS: Final = 5.0
+_STUCK_SHOWN: Final = 10
+"""Pods described when a wave does not run in time: enough to see a pattern."""
+_LOG_TAIL_LINES: Final = 30
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,8 +215,10 @@ class LoadRun:
             pods_per_claim=PODS_PER_SHARED_CLAIM,
         )
         tracker.create(wave, NAMES.scheduling_gate)
-        tracker.wait("running", wave.pods, settings.timeout)
+        ran = tracker.wait("running", wave.pods, settings.timeout)
         figures = self._figures(wave, tracker)
+        if not ran:
+            figures["stuck"] = self._stuck(tracker.missing("running", wave.pods), controller)
         figures["violations_under_load"] = invariants.check(self.cluster, NAMES)
         figures["rss_at_peak"] = self._rss(controller)
         deleting = time.monotonic()
@@ -248,6 +254,34 @@ class LoadRun:
             "seconds_to_running": round(tracker.span("running", wave.pods), 1),
             "latency_allocated": latency_summary(tracker.latencies("allocated", wave.pods)),
             "latency_running": latency_summary(tracker.latencies("running", wave.pods)),
+        }
+
+    def _stuck(self, names: list[str], controller: ComponentProcess) -> dict[str, Any]:
+        """Say where the first pods that did not run are held, and what the controller said."""
+        core = client.CoreV1Api(self.cluster.api)
+        events = raw.call(core.list_namespaced_event, NAMESPACE)["items"]
+        pods: list[dict[str, Any]] = []
+        for name in names[:_STUCK_SHOWN]:
+            try:
+                pod = raw.call(core.read_namespaced_pod, name, NAMESPACE)
+            except NotFoundError:
+                pods.append({"name": name, "state": "gone"})
+                continue
+            said = [e for e in events if e["involvedObject"].get("name") == name]
+            last: dict[str, Any] = max(said, key=lambda e: e.get("lastTimestamp") or "", default={})
+            pods.append({
+                "name": name,
+                "gates": [g["name"] for g in pod["spec"].get("schedulingGates") or []],
+                "node": pod["spec"].get("nodeName"),
+                "phase": (pod.get("status") or {}).get("phase"),
+                "last_event": f"{last.get('reason')}: {last.get('message')}" if last else None,
+            })  # fmt: skip
+        alive = controller.process.poll() is None
+        return {
+            "count": len(names),
+            "pods": pods,
+            "controller": "running" if alive else f"exited {controller.process.returncode}",
+            "controller_log_tail": controller.output().splitlines()[-_LOG_TAIL_LINES:],
         }
 
     def _rss(self, controller: ComponentProcess) -> dict[str, int]:

@@ -11,11 +11,15 @@ requests and watches open without ever answering, and now and then black-holes e
 connection they have open (a partition). The components run with short API timeouts (1 s,
 watches renewed after 3 s), so each of those costs one timeout.
 
-At the end the faults stop, every component is running, the run waits until every live pod
-runs and every deleted pod's claim is gone, and :func:`gpushare_simulator.harness.invariants.check`
-judges the final state. ``controllers=2`` runs two replicas without leader election, so only
-optimistic concurrency stands between them and a double allocation; ``leader_elect`` runs
-them as the chart does, the leader writing allocation and finalizer together.
+A component that exits on its own is restarted, as the kubelet restarts a container: a leader
+that cannot renew its Lease in time (a partition, a hung request) exits on purpose, and a run
+where both replicas did so and stayed down would wait for a controller that never comes. Any
+other exit is a violation. At the end the faults stop, every component is running, the run
+waits until every live pod runs and every deleted pod's claim is gone, and
+:func:`gpushare_simulator.harness.invariants.check` judges the final state.
+``controllers=2`` runs two replicas without leader election, so only optimistic concurrency
+stands between them and a double allocation; ``leader_elect`` runs them as the chart does,
+the leader writing allocation and finalizer together.
 """
 
 from __future__ import annotations
@@ -61,6 +65,8 @@ _PARTITION_ODDS: Final = 0.2
 """Chance per cycle that every connection the components have open goes silent."""
 TIMEOUTS: Final = ("--api-connect-timeout", "1", "--api-timeout", "1", "--watch-timeout", "3")
 """The components' API timeouts in a run: short, so a hang costs little of its time."""
+_LOST_LEADERSHIP: Final = '"controller.leadership_lost"'
+"""The log event of a controller that exits because its Lease ran out under it."""
 _SHORT_LEASE: Final = ("--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "1")
 """Leader election with a Lease a killed leader's successor waits out in 4 s."""
 
@@ -87,6 +93,8 @@ class FaultRunReport:
 
     cycles: int = 0
     kills: Counter[str] = dataclasses.field(default_factory=Counter)
+    exits: Counter[str] = dataclasses.field(default_factory=Counter)
+    """Components that exited on their own (a leader that lost its Lease), then restarted."""
     faults: Counter[str] = dataclasses.field(default_factory=Counter)
     pods_created: int = 0
     pods_deleted: int = 0
@@ -99,6 +107,7 @@ class FaultRunReport:
         return {
             **dataclasses.asdict(self),
             "kills": dict(self.kills),
+            "exits": dict(self.exits),
             "faults": dict(self.faults),
             "passed": not self.violations,
         }
@@ -168,7 +177,24 @@ class FaultRun:
         for process in self.components.values():
             process.wait_ready(60)
 
+    def _revive(self) -> None:
+        """Restart every component that exited on its own, as the kubelet would.
+
+        A controller that lost its leadership exits by design; any other exit is a bug.
+        """
+        for name, process in sorted(self.components.items()):
+            status = process.process.poll()
+            if status is None:
+                continue
+            output = process.output()
+            if not (name.startswith("controller") and _LOST_LEADERSHIP in output):
+                tail = "\n".join(output.splitlines()[-20:])
+                self.report.violations.append(f"{name} exited with {status}:\n{tail}")
+            self.report.exits[name.split("-")[0]] += 1
+            self.components[name] = process.restart()
+
     def _kill_one(self) -> None:
+        self._revive()
         name = self.rng.choice(sorted(self.components))
         time.sleep(self.rng.uniform(0.0, 0.8))
         self.components[name].kill()
@@ -261,6 +287,7 @@ class FaultRun:
     # -- the end ------------------------------------------------------------------------
 
     def _settled(self) -> bool:
+        self._revive()
         core, resource = client.CoreV1Api(self.cluster.api), client.ResourceV1Api(self.cluster.api)
         pods = {
             p["metadata"]["name"]: p

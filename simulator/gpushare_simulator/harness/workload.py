@@ -254,6 +254,12 @@ class Tracker:
             if t is not None and getattr(t, milestone) is not None
         ]
 
+    def missing(self, milestone: str, pods: Iterable[PlannedPod]) -> list[str]:
+        """Return the names of ``pods`` that have not reached ``milestone``."""
+        with self._lock:
+            times = [(p.name, self.times.get(p.name)) for p in pods]
+        return [name for name, t in times if getattr(t, milestone, None) is None]
+
     def count(self, milestone: str, pods: Iterable[PlannedPod]) -> int:
         """Return how many of ``pods`` reached ``milestone`` (a :class:`PodTimes` field)."""
         return len(self._reached(milestone, pods))
