@@ -25,8 +25,9 @@ from dra_driver.kubeletplugin.metrics import PluginMetrics, ShareCollector
 from dra_driver.kubeletplugin.monitor import RegionMonitor, monitored_claims
 from dra_driver.kubeletplugin.paths import NodePaths
 from dra_driver.kubeletplugin.prerequisites import Prerequisites, backend_problem, driver_problem
-from dra_driver.kubeletplugin.publisher import SlicePublisher, sharing_mode
+from dra_driver.kubeletplugin.publisher import SlicePublisher
 from dra_driver.kubeletplugin.settings import KubeletPluginSettings
+from dra_driver.kubeletplugin.slicefeatures import sharing_mode
 from dra_driver.kubeletplugin.state import ClaimPreparer
 from dra_driver.logging import get_logger
 from dra_driver.metrics.watchdog import Heartbeat, Watched, register_silence, stall_reason
@@ -188,7 +189,11 @@ def build(
     registry = CollectorRegistry()
     metrics = PluginMetrics(registry)
     publisher = SlicePublisher(
-        api_client, names, settings.node_name, on_capacity_change=metrics.set_consumable_capacity
+        api_client,
+        names,
+        settings.node_name,
+        on_capacity_change=metrics.set_consumable_capacity,
+        unhealthy_effect=settings.unhealthy_taint_effect,
     )
     cards = Cards(source, publisher, metrics)
     resource = client.ResourceV1Api(api_client)

@@ -4,12 +4,11 @@ One pool per node, named after the node. A change confined to one slice is writt
 adding or removing slices, or changing more than one, bumps the pool generation and rewrites
 every slice at the new generation, so consumers never mix old and new slices. Slices someone
 deletes are written again. Before the first slice with devices is written, a dry-run create
-checks that the API server keeps the consumable-capacity fields; if it strips them (the
-``DRAConsumableCapacity`` gate is off, as on 1.34 and 1.35 by default), the cards are published
-as plain devices, which the controller shares by the cores and memory of each claim's
-GpuShareConfig, until a periodic re-check finds the gate on and publishes them shareable again
-(same device names: allocations made meanwhile stay valid). Each change of mode is logged and
-reported to ``on_capacity_change``.
+asks what the API server keeps (:mod:`dra_driver.kubeletplugin.slicefeatures`): without
+consumable capacity the cards are published as plain devices (same device names, so
+allocations made meanwhile stay valid when they turn shareable again); without device taints
+an unhealthy card is left out instead of tainted. A taint keeps the ``timeAdded`` the server
+gave it across later updates of the slice.
 
 A write that fails with an unknown outcome (a timeout, a broken connection, a 500) may have
 been stored. Slices are created with ``generateName``, so a create repeated blindly would
@@ -22,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
@@ -34,16 +32,12 @@ from dra_driver.k8s.client import timeouts_of
 from dra_driver.k8s.errors import ApiError, NotFoundError, RetryableError
 from dra_driver.k8s.informer import EventType, Informer
 from dra_driver.k8s.reconcile import ReconcileLoop, Requeue
-from dra_driver.kubeletplugin.slices import (
-    desired_slices,
-    keeps_capacity,
-    plan_sync,
-    slice_name,
-    with_generation,
-)
+from dra_driver.kubeletplugin.slicefeatures import ServerFeatures
+from dra_driver.kubeletplugin.slices import desired_slices, unhealthy_taint_key
+from dra_driver.kubeletplugin.slicesync import carry_taint_times, plan_sync, slice_name
 from dra_driver.logging import get_logger
 from dra_driver.metrics.watchdog import Watched
-from dra_driver.nvml.inventory import Card
+from dra_driver.nvml.inventory import Card, Health
 
 Object = dict[str, Any]
 
@@ -54,24 +48,6 @@ _PASS_CALLS: Final = 4
 """API calls one pass may wait out: the probe, a node read, a write and its retry's read."""
 _NODE_RETRY_SECONDS: Final = 2.0
 _SYNC_RETRY_SECONDS: Final = 0.05
-ENABLE_GATE_HINT: Final = (
-    "enable the DRAConsumableCapacity feature gate on kube-apiserver, kube-scheduler and "
-    "kubelet (alpha in 1.34/1.35, on by default from 1.36)"
-)
-SHAREABLE_MODE: Final = "consumable-capacity"
-PLAIN_MODE: Final = "plain-devices"
-
-
-def sharing_mode(supported: bool | None) -> str:
-    """Say how the cards are published, for ``/readyz`` and the logs."""
-    if supported is None:
-        return "not known yet (no card published)"
-    if supported:
-        return f"{SHAREABLE_MODE} (cards are shared by capacity requests)"
-    return (
-        f"{PLAIN_MODE} (the API server has no DRAConsumableCapacity; the controller shares "
-        "cards by GpuShareConfig cores/memory)"
-    )
 
 
 def _version(text: object) -> int:
@@ -101,20 +77,24 @@ class SlicePublisher:
         on_capacity_unsupported: Callable[[str], None] | None = None,
         on_capacity_change: Callable[[bool], None] | None = None,
         recheck_seconds: float = 60.0,
+        unhealthy_effect: str = "NoSchedule",
     ) -> None:
         self._names = names
         self._node_name = node_name
-        self._on_capacity_unsupported = on_capacity_unsupported
-        self._on_capacity_change = on_capacity_change
-        self._recheck_seconds = recheck_seconds
+        self._unhealthy_effect = unhealthy_effect
+        self._features = ServerFeatures(
+            api_client,
+            unhealthy_taint_key(names),
+            recheck_seconds=recheck_seconds,
+            on_capacity_unsupported=on_capacity_unsupported,
+            on_capacity_change=on_capacity_change,
+        )
         self._resource = client.ResourceV1Api(api_client)
         self._api_client = api_client
         self._lock = threading.Lock()
         self._cards: tuple[Card, ...] | None = None
         self._wanted = 0  # bumped by every publish(), so a pass knows whether it is current
         self._published = threading.Event()
-        self._capacity: bool | None = None
-        self._next_check = 0.0
         self._node_uid: str | None = None
         self._last_generation = 0
         # Our writes the informer has not shown yet, by name: (resourceVersion, object or None
@@ -153,7 +133,7 @@ class SlicePublisher:
         return [self._loop, self._informer]
 
     def publish(self, cards: Sequence[Card]) -> None:
-        """Make ``cards`` the node's devices; unhealthy ones are left out."""
+        """Make ``cards`` the node's devices; unhealthy ones tainted (or left out)."""
         with self._lock:
             self._cards = tuple(cards)
             self._wanted += 1
@@ -167,7 +147,12 @@ class SlicePublisher:
     @property
     def consumable_capacity_supported(self) -> bool | None:
         """Whether the API server keeps consumable-capacity fields; ``None`` until checked."""
-        return self._capacity
+        return self._features.capacity
+
+    @property
+    def device_taints_supported(self) -> bool | None:
+        """Whether the API server keeps device taints; ``None`` until checked."""
+        return self._features.taints
 
     # -- reconciling ---------------------------------------------------------------------------
 
@@ -182,22 +167,30 @@ class SlicePublisher:
         if not self._informer.synced:
             raise Requeue(_SYNC_RETRY_SECONDS, "waiting for the slice informer")
         uid = self._node_uid or self._read_node_uid()
-        desired = desired_slices(self._names, self._node_name, uid, cards)
+        features = self._features
+        needs_taints = any(card.health is not Health.HEALTHY for card in cards)
+        desired = desired_slices(
+            self._names, self._node_name, uid, cards, unhealthy=self._unhealthy_effect
+        )
         has_devices = bool(desired[0]["spec"]["devices"])
-        if has_devices:
-            if self._capacity is None or (
-                self._capacity is False and time.monotonic() >= self._next_check
-            ):
-                self._probe(desired[0])
-            if self._capacity is False:
-                desired = desired_slices(self._names, self._node_name, uid, cards, shared=False)
+        if has_devices and features.due(needs_taints=needs_taints):
+            features.probe(desired[0])
+        if features.capacity is False or features.taints is False:
+            desired = desired_slices(
+                self._names,
+                self._node_name,
+                uid,
+                cards,
+                shared=features.capacity is not False,
+                unhealthy=self._unhealthy_effect if features.taints is not False else None,
+            )
         self._sync(desired)
         with self._lock:
             if wanted == self._wanted:
                 self._published.set()
-        if has_devices and self._capacity is False:
-            delay = max(self._next_check - time.monotonic(), _SYNC_RETRY_SECONDS)
-            raise Requeue(delay, "re-check consumable capacity support")
+        delay = features.recheck_in(needs_taints=needs_taints) if has_devices else None
+        if delay is not None:
+            raise Requeue(max(delay, _SYNC_RETRY_SECONDS), "ask the API server again")
 
     def _read_node_uid(self) -> str:
         try:
@@ -275,12 +268,12 @@ class SlicePublisher:
                 },
                 "ownerReferences": want["metadata"]["ownerReferences"],
             }
-            body = {**current, "metadata": metadata, "spec": want["spec"]}
-            self._check_kept(
-                want, self._write(self._resource.replace_resource_slice, slice_name(current), body)
-            )
+            spec = carry_taint_times(current, want)["spec"]
+            body = {**current, "metadata": metadata, "spec": spec}
+            stored = self._write(self._resource.replace_resource_slice, slice_name(current), body)
+            self._features.check_kept(want, stored)
         for want in plan.create:
-            self._check_kept(want, self._write(self._resource.create_resource_slice, want))
+            self._features.check_kept(want, self._write(self._resource.create_resource_slice, want))
         for obj in plan.delete_last:
             self._delete(obj)
         log.info(
@@ -302,58 +295,3 @@ class SlicePublisher:
         with contextlib.suppress(NotFoundError):  # already gone: that is what we wanted
             raw.call(self._resource.delete_resource_slice, slice_name(obj))
         self._written[slice_name(obj)] = (_rv(obj), None)
-
-    # -- consumable capacity -----------------------------------------------------------------
-
-    def _probe(self, slice_: Object) -> None:
-        """Create ``slice_`` with dryRun=All and see whether the server kept the fields."""
-        sent = with_generation(slice_, 1)
-        stored = raw.call(self._resource.create_resource_slice, sent, dry_run="All")
-        self._set_capacity(supported=keeps_capacity(sent, stored))
-
-    def _check_kept(self, sent: Object, stored: Object) -> None:
-        """After a real write: if the gate went off since the probe, fall back at once."""
-        if not keeps_capacity(sent, stored):
-            self._set_capacity(supported=False)
-            raise Requeue(0, "the API server dropped consumable-capacity fields")
-
-    def _set_capacity(self, *, supported: bool) -> None:
-        self._next_check = time.monotonic() + self._recheck_seconds
-        previous, self._capacity = self._capacity, supported
-        if previous == supported:
-            log.debug("slices.consumable_capacity_unchanged", supported=supported)
-            return
-        if self._on_capacity_change is not None:
-            self._on_capacity_change(supported)
-        if supported:
-            log.info(
-                "slices.consumable_capacity_supported",
-                mode=SHAREABLE_MODE,
-                action="publishing shareable devices",
-            )
-            return
-        git_version = self._git_version()
-        message = (
-            f"the API server ({git_version}) drops allowMultipleAllocations and requestPolicy "
-            "from ResourceSlice devices, and capacity requests from claims: publishing each card "
-            "as a plain device, which the controller shares by the cores and memory of each "
-            "claim's GpuShareConfig, until it keeps them; to share cards by capacity requests, "
-            f"{ENABLE_GATE_HINT}"
-        )
-        # A warning: cards are still shared (by config sizes), but capacity requests are not.
-        log.warning(
-            "slices.consumable_capacity_unsupported",
-            mode=PLAIN_MODE,
-            git_version=git_version,
-            action=ENABLE_GATE_HINT,
-            detail=message,
-            recheck_seconds=self._recheck_seconds,
-        )
-        if self._on_capacity_unsupported is not None:
-            self._on_capacity_unsupported(message)
-
-    def _git_version(self) -> str:
-        try:
-            return str(raw.get(self._api_client, "/version/").get("gitVersion") or "unknown")
-        except ApiError as exc:
-            return f"unknown: {exc}"

@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from dra_driver.api import Backend
+from dra_driver.kubeletplugin.slices import UNHEALTHY_TAINT_EFFECTS
 from dra_driver.settings import InvalidSettingError, flag
 
 
@@ -61,6 +62,13 @@ class KubeletPluginSettings:
         "share's cores, memory, isolation, priority and backend); needs the chart's RBAC for "
         "resourceclaims/status and, from Kubernetes 1.36, resourceclaims/driver",
     )
+    unhealthy_taint_effect: str = flag(
+        "NoSchedule",
+        "effect of the taint <driver>/unhealthy on a card NVML reports unhealthy: NoSchedule "
+        "keeps new claims off it, NoExecute also evicts the pods using it (where "
+        "kube-controller-manager runs device taint eviction); on a cluster without "
+        "DRADeviceTaints the card is left out of the slices instead",
+    )
     monitor_period: float = flag(
         1.0,
         "seconds between two passes of the node monitor over the HAMi-core regions of the "
@@ -69,6 +77,12 @@ class KubeletPluginSettings:
     )
 
     def __post_init__(self) -> None:
+        if self.unhealthy_taint_effect not in UNHEALTHY_TAINT_EFFECTS:
+            raise InvalidSettingError(
+                "unhealthy_taint_effect",
+                f"must be one of {', '.join(UNHEALTHY_TAINT_EFFECTS)}: "
+                f"{self.unhealthy_taint_effect!r}",
+            )
         if self.monitor_period < 0:
             raise InvalidSettingError(
                 "monitor_period",

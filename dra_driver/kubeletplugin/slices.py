@@ -1,13 +1,11 @@
-"""What a node's ResourceSlices should contain, and the writes that get them there.
+"""What a node's ResourceSlices should contain.
 
-One shareable device per healthy card (docs/resource-model.md lists its attributes and
-capacities), and :func:`plan_sync`, which applies Kubernetes' pool rules: consumers use only a
-pool's slices at its highest generation, and ``resourceSliceCount`` says how many there are at
-that generation, so a change to one slice may be made in place while any other change needs a
-new generation written on every slice. Pure functions, no I/O: the
-:class:`~dra_driver.kubeletplugin.publisher.SlicePublisher` reads and writes. Every value is
-written in the canonical form the API server stores (``80Gi``, ``100``), so comparing what we
-want with what is stored needs no parsing.
+One shareable device per card (docs/resource-model.md lists its attributes and capacities);
+an unhealthy card is published with a taint where the API server keeps taints, and left out
+where it does not. Pure functions, no I/O: :mod:`dra_driver.kubeletplugin.slicesync` plans the
+writes and the :class:`~dra_driver.kubeletplugin.publisher.SlicePublisher` makes them. Every
+value is written in the canonical form the API server stores (``80Gi``, ``100``), so comparing
+what we want with what is stored needs no parsing.
 """
 
 from __future__ import annotations
@@ -15,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 from dra_driver.api import DriverNames
@@ -27,6 +24,9 @@ Object = dict[str, Any]
 
 API_VERSION: Final = "resource.k8s.io/v1"
 MAX_DEVICES_PER_SLICE: Final = 128  # v1 limit for devices without taints or counters
+MAX_TAINTED_DEVICES_PER_SLICE: Final = 64  # the limit once any device of the slice has taints
+UNHEALTHY_TAINT_EFFECTS: Final = ("NoSchedule", "NoExecute")
+"""Effects an unhealthy card's taint may have: keep new claims off it, or evict its pods too."""
 PCI_BUS_ID_ATTRIBUTE: Final = "resource.kubernetes.io/pciBusID"
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 
@@ -40,6 +40,7 @@ _SEMVER: Final = re.compile(
     r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?"
 )
 _VERSION_LIKE: Final = re.compile(r"v?(?P<numbers>\d+(?:\.\d+)*)(?P<suffix>[-+].*)?")
+_XID: Final = re.compile(r"\bXID\s*(\d+)", re.IGNORECASE)
 
 
 def device_name(card: Card) -> str:
@@ -86,15 +87,40 @@ def published_memory(card: Card) -> int:
     return card.shareable_memory_bytes
 
 
-def card_device(card: Card, names: DriverNames, *, shared: bool = True) -> Object:  # noqa: ARG001
+def unhealthy_taint_key(names: DriverNames) -> str:
+    """Return the key of the taint an unhealthy card carries: ``<driver>/unhealthy``."""
+    return f"{names.driver}/unhealthy"
+
+
+def unhealthy_taint(card: Card, names: DriverNames, effect: str) -> Object:
+    """Return the taint of an unhealthy card; its value says why, as a label value can.
+
+    ``xid-<n>`` for a fatal XID, ``ecc`` for a double-bit ECC error, ``unhealthy`` for
+    anything else (a lost card, health events that cannot be watched). ``timeAdded`` is left to
+    the API server, which sets it when it first stores the taint.
+    """
+    message = card.health_message or ""
+    xid = _XID.search(message)
+    if xid is not None:
+        value = f"xid-{int(xid[1])}"
+    elif "ECC" in message.upper():
+        value = "ecc"
+    else:
+        value = "unhealthy"
+    return {"key": unhealthy_taint_key(names), "value": value, "effect": effect}
+
+
+def card_device(
+    card: Card, names: DriverNames, *, shared: bool = True, unhealthy: str | None = None
+) -> Object:
     """Return the ResourceSlice v1 device of one card.
 
     Attribute and capacity names carry no domain, so they are in the driver's own domain (CEL:
-    ``device.attributes["<driver>"].uuid``); ``names`` is taken so that every builder has the
-    same inputs, even though no name here needs qualifying. ``shared=False`` gives the plain
-    device of a cluster without consumable capacity: its capacity values, but neither
+    ``device.attributes["<driver>"].uuid``). ``shared=False`` gives the plain device of a
+    cluster without consumable capacity: its capacity values, but neither
     ``allowMultipleAllocations`` nor request policies (which such an API server drops), so
-    that a claim gets the card whole.
+    that a claim gets the card whole. ``unhealthy``: the effect of the taint an unhealthy card
+    carries (one of :data:`UNHEALTHY_TAINT_EFFECTS`).
     """
     attributes: Object = {
         "uuid": {"string": card.uuid},
@@ -119,6 +145,8 @@ def card_device(card: Card, names: DriverNames, *, shared: bool = True) -> Objec
         MEMORY: {"value": memory},
     }
     device: Object = {"name": device_name(card), "attributes": attributes, "capacity": capacity}
+    if card.health is not Health.HEALTHY and unhealthy is not None:
+        device["taints"] = [unhealthy_taint(card, names, unhealthy)]
     if shared:
         device["allowMultipleAllocations"] = True
         capacity[CORES]["requestPolicy"] = {
@@ -141,13 +169,16 @@ def _bus_order(card: Card) -> tuple[tuple[int, ...], int]:
         return (), card.minor
 
 
-def usable_cards(cards: Sequence[Card]) -> list[Card]:
-    """Return the cards that may be allocated, in PCI bus order.
+def usable_cards(cards: Sequence[Card], *, tainted: bool = False) -> list[Card]:
+    """Return the cards to publish, in PCI bus order.
 
-    Unhealthy cards are left out: a device in a slice can be allocated, and a broken card must
+    Unhealthy cards are left out unless ``tainted`` (they are published with a taint that keeps
+    claims off them): an untainted device in a slice can be allocated, and a broken card must
     not be. A card with less than 1Mi of memory could not serve the smallest share.
     """
-    usable = [c for c in cards if c.health is Health.HEALTHY and published_memory(c) >= MIB]
+    usable = [
+        c for c in cards if (tainted or c.health is Health.HEALTHY) and published_memory(c) >= MIB
+    ]
     return sorted(usable, key=_bus_order)
 
 
@@ -181,17 +212,25 @@ def desired_slices(
     *,
     max_devices: int = MAX_DEVICES_PER_SLICE,
     shared: bool = True,
+    unhealthy: str | None = None,
 ) -> list[Object]:
-    """Return the node's slices for ``cards``: healthy cards in PCI bus order, chunked.
+    """Return the node's slices for ``cards`` in PCI bus order, chunked.
 
-    Each slice holds at most ``max_devices`` devices; with no usable card there is exactly
-    one slice without devices, which shows the driver is alive. ``spec.pool.generation`` is 0:
-    the publisher sets it. ``shared`` chooses shareable or plain devices (:func:`card_device`).
-    The same input always gives the same output.
+    Each slice holds at most ``max_devices`` devices (64 once a device has a taint); with no
+    usable card there is exactly one slice without devices, which shows the driver is alive.
+    ``spec.pool.generation`` is 0: the publisher sets it. ``shared`` chooses shareable or plain
+    devices; ``unhealthy`` is the effect of an unhealthy card's taint, or ``None`` where the API
+    server drops taints: then unhealthy cards are left out (:func:`card_device`). The same
+    input always gives the same output.
     """
     if not 1 <= max_devices <= MAX_DEVICES_PER_SLICE:
         raise ValueError(f"max_devices must be 1 to {MAX_DEVICES_PER_SLICE}, got {max_devices}")
-    devices = [card_device(card, names, shared=shared) for card in usable_cards(cards)]
+    if unhealthy is not None and unhealthy not in UNHEALTHY_TAINT_EFFECTS:
+        raise ValueError(f"unhealthy must be one of {UNHEALTHY_TAINT_EFFECTS}, got {unhealthy!r}")
+    published = usable_cards(cards, tainted=unhealthy is not None)
+    devices = [card_device(c, names, shared=shared, unhealthy=unhealthy) for c in published]
+    if any("taints" in device for device in devices):
+        max_devices = min(max_devices, MAX_TAINTED_DEVICES_PER_SLICE)
     chunks = [devices[i : i + max_devices] for i in range(0, len(devices), max_devices)] or [[]]
     owner = {
         "apiVersion": "v1",
@@ -218,147 +257,3 @@ def desired_slices(
         }
         for chunk in chunks
     ]
-
-
-# -- from the current slices to the desired ones ---------------------------------------------
-
-
-def slice_name(obj: Object) -> str:
-    """Return the object's name."""
-    return str(obj["metadata"]["name"])
-
-
-def _pool(obj: Object) -> Object:
-    pool: Object = obj.get("spec", {}).get("pool") or {}
-    return pool
-
-
-def _generation(obj: Object) -> int:
-    return int(_pool(obj).get("generation") or 0)
-
-
-def with_generation(slice_: Object, generation: int) -> Object:
-    """Return ``slice_`` with ``spec.pool.generation`` set."""
-    spec = slice_["spec"]
-    return {**slice_, "spec": {**spec, "pool": {**spec["pool"], "generation": generation}}}
-
-
-def _covers(want: object, have: object) -> bool:
-    """Whether ``have`` holds everything in ``want``; fields the server added are ignored.
-
-    An empty list or map in ``want`` matches a missing field, as the server omits empty ones.
-    """
-    if isinstance(want, dict):
-        if not isinstance(have, dict):
-            return False
-        return all(
-            _covers(value, have[key]) if key in have else value in ([], {})
-            for key, value in want.items()
-        )
-    if isinstance(want, list):
-        return (
-            isinstance(have, list)
-            and len(want) == len(have)
-            and all(_covers(w, h) for w, h in zip(want, have, strict=True))
-        )
-    return want == have
-
-
-def _up_to_date(current: Object, want: Object) -> bool:
-    meta, wanted = current.get("metadata", {}), want["metadata"]
-    return (
-        _covers(want["spec"], current.get("spec"))
-        and _covers(wanted["labels"], meta.get("labels") or {})
-        and meta.get("ownerReferences") == wanted["ownerReferences"]
-    )
-
-
-def keeps_capacity(sent: Object, stored: Object) -> bool:
-    """Whether the server kept ``allowMultipleAllocations`` and every ``requestPolicy`` sent.
-
-    Plain devices (sent without them) say nothing either way.
-    """
-    stored_devices = {d.get("name"): d for d in stored.get("spec", {}).get("devices") or []}
-    for device in sent["spec"].get("devices") or []:
-        if not device.get("allowMultipleAllocations"):
-            continue
-        got = stored_devices.get(device["name"])
-        if got is None or got.get("allowMultipleAllocations") is not True:
-            return False
-        for name, capacity in device.get("capacity", {}).items():
-            if "requestPolicy" in capacity and "requestPolicy" not in got.get("capacity", {}).get(
-                name, {}
-            ):
-                return False
-    return True
-
-
-def _device_names(obj: Object) -> set[str]:
-    return {str(d.get("name")) for d in obj.get("spec", {}).get("devices") or []}
-
-
-def _match(current: list[Object], desired: list[Object]) -> list[tuple[Object | None, Object]]:
-    """Pair each desired slice with the current slice holding the same or most devices."""
-    free = list(current)
-    pairs: list[tuple[Object | None, Object] | None] = [None] * len(desired)
-    for i, want in enumerate(desired):
-        same = next((c for c in free if _device_names(c) == _device_names(want)), None)
-        if same is not None:
-            free.remove(same)
-            pairs[i] = (same, want)
-    for i, want in enumerate(desired):
-        if pairs[i] is None:
-            best = max(
-                free, key=lambda c: len(_device_names(c) & _device_names(want)), default=None
-            )
-            if best is not None:
-                free.remove(best)
-            pairs[i] = (best, want)
-    return [pair for pair in pairs if pair is not None]
-
-
-@dataclass
-class SyncPlan:
-    """The writes that turn the current slices into the desired ones."""
-
-    generation: int
-    delete_first: list[Object] = field(default_factory=list)
-    update: list[tuple[Object, Object]] = field(default_factory=list)
-    create: list[Object] = field(default_factory=list)
-    delete_last: list[Object] = field(default_factory=list)
-
-    @property
-    def empty(self) -> bool:
-        """Whether nothing needs writing."""
-        return not (self.delete_first or self.update or self.create or self.delete_last)
-
-
-def plan_sync(
-    actual: Sequence[Object], desired: Sequence[Object], pool_name: str, last_generation: int
-) -> SyncPlan:
-    """Decide the writes by the pool rules above; ``last_generation`` is the highest we wrote.
-
-    Slices of older generations or other pools are deleted first. If the slice count is
-    unchanged and at most one slice differs, that one is updated in place; otherwise the
-    generation becomes max(existing, ours) + 1 and every slice is written at it, reusing the
-    current objects where possible, and the current slices not reused are deleted last.
-    """
-    ours = [s for s in actual if _pool(s).get("name") == pool_name]
-    top = max((_generation(s) for s in ours), default=0)
-    current = sorted((s for s in ours if _generation(s) == top), key=slice_name)
-    current_names = {slice_name(s) for s in current}
-    obsolete = [s for s in actual if slice_name(s) not in current_names]
-    pairs = _match(current, list(desired))
-    changed = [(c, w) for c, w in pairs if c is None or not _up_to_date(c, with_generation(w, top))]
-    if current and len(current) == len(desired) and len(changed) <= 1 and top >= last_generation:
-        updates = [(c, with_generation(w, top)) for c, w in changed if c is not None]
-        return SyncPlan(top, delete_first=obsolete, update=updates)
-    generation = max(top, last_generation) + 1
-    reused = {slice_name(c) for c, _ in pairs if c is not None}
-    return SyncPlan(
-        generation,
-        delete_first=obsolete,
-        update=[(c, with_generation(w, generation)) for c, w in pairs if c is not None],
-        create=[with_generation(w, generation) for c, w in pairs if c is None],
-        delete_last=[c for c in current if slice_name(c) not in reused],
-    )

@@ -47,6 +47,8 @@ class Card:
     memory: Fraction
     shareable: bool = True
     """False for a plain device: its API server has no consumable capacity (whole cards only)."""
+    taints: tuple[str, ...] = ()
+    """The device's taints as ``key=value:Effect`` (an unhealthy card's, say)."""
     shares: list[Share] = dataclasses.field(default_factory=list)
 
     @property
@@ -102,8 +104,14 @@ def _cards(names: DriverNames, slices: Iterable[Object]) -> dict[tuple[str, str]
                 cores=_quantity((capacity.get("cores") or {}).get("value")),
                 memory=_quantity((capacity.get("memory") or {}).get("value")),
                 shareable=device.get("allowMultipleAllocations") is True,
+                taints=tuple(_taint(t) for t in device.get("taints") or []),
             )
     return cards
+
+
+def _taint(taint: Object) -> str:
+    value = f"={taint['value']}" if taint.get("value") else ""
+    return f"{taint.get('key')}{value}:{taint.get('effect')}"
 
 
 def _add_shares(names: DriverNames, cards: dict[tuple[str, str], Card], claim: Object) -> None:
@@ -190,6 +198,7 @@ def to_json(status: Status) -> dict[str, object]:
             "uuid": c.uuid,
             "product": c.product,
             "shareable": c.shareable,
+            "taints": list(c.taints),
             "cores": {
                 "capacity": _cores(c.cores),
                 "used": _cores(c.cores_used),
@@ -251,6 +260,10 @@ def render(status: Status, output: str) -> str:
                 ]
             )
         lines = _table(rows)
+        tainted = [f"{c.node}/{c.device} {', '.join(c.taints)}" for c in status.cards if c.taints]
+        if tainted:
+            lines += ["", "tainted (no new claim lands there unless it tolerates the taint):"]
+            lines += [f"  {line}" for line in tainted]
         whole = sorted({c.node for c in status.cards if not c.shareable})
         if whole:
             lines += [

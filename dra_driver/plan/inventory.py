@@ -13,7 +13,8 @@ from typing import Any, Final
 
 from dra_driver.api import DriverNames
 from dra_driver.api.classes import default_device_classes
-from dra_driver.kubeletplugin.slices import desired_slices, with_generation
+from dra_driver.kubeletplugin.slices import desired_slices
+from dra_driver.kubeletplugin.slicesync import with_generation
 from dra_driver.nvml.inventory import (
     BUILTIN_INVENTORIES,
     Inventory,
@@ -55,11 +56,16 @@ def node_object(node: NodeInventory) -> Object:
 def node_slices(names: DriverNames, node: NodeInventory, *, shared: bool = True) -> list[Object]:
     """Return the node's slices as the API server would store them: named, generation 1.
 
-    ``shared=False``: the whole-only devices a plugin publishes without consumable capacity.
+    ``shared=False``: the whole-only devices a plugin publishes on 1.34/1.35 without consumable
+    capacity, where device taints are off too, so unhealthy cards are left out; with both (1.36
+    on) an unhealthy card is published with the plugin's default ``NoSchedule`` taint.
     """
     node_uid = str(uuid.uuid5(_NODE_UID_NAMESPACE, node.name))
     slices = []
-    published = desired_slices(names, node.name, node_uid, node.cards, shared=shared)
+    unhealthy = "NoSchedule" if shared else None
+    published = desired_slices(
+        names, node.name, node_uid, node.cards, shared=shared, unhealthy=unhealthy
+    )
     for index, slice_ in enumerate(published):
         stored = with_generation(slice_, 1)
         metadata = stored["metadata"]

@@ -27,6 +27,7 @@ from deploy.chartkit import (
 from dra_driver import __version__
 from dra_driver.api import Backend, Placement
 from dra_driver.api.driver import DriverNames, InvalidDriverNameError
+from dra_driver.kubeletplugin.slices import UNHEALTHY_TAINT_EFFECTS
 from dra_driver.logging import LOG_LEVELS, LogFormat
 
 CASES = sorted(MATRIX)
@@ -110,6 +111,10 @@ def test_matrix_cases_render_what_they_switch(rendered: Callable[[str], Rendered
         (
             {"deviceClasses": {"extendedResourceName": "gpu"}},
             "at '/deviceClasses/extendedResourceName'",
+        ),
+        (
+            {"kubeletPlugin": {"unhealthyTaintEffect": "PreferNoSchedule"}},
+            "at '/kubeletPlugin/unhealthyTaintEffect': value must be one of 'NoSchedule'",
         ),
     ],
     ids=lambda v: json.dumps(v, separators=(",", ":")) if isinstance(v, dict) else "",
@@ -246,6 +251,7 @@ def test_schema_enums_are_the_cli_choices() -> None:
         props["logging"]["properties"],
     )
     assert plugin["backend"]["enum"] == [b.value for b in Backend]
+    assert plugin["unhealthyTaintEffect"]["enum"] == list(UNHEALTHY_TAINT_EFFECTS)
     for key in ("gpuOnline", "gpuOffline", "node"):
         assert set(controller["placement"]["properties"][key]["enum"]) == {
             p.value for p in Placement

@@ -351,3 +351,12 @@ def test_schema_refuses_budgets_that_are_no_number_or_percentage(
     assert "values don't meet the specifications of the schema" in message
     (key,) = budget
     assert f"at '/controller/podDisruptionBudget/{key}'" in message
+
+
+@pytest.mark.parametrize("effect", [None, "NoExecute"])
+def test_the_unhealthy_taint_effect_reaches_the_plugin(helm: Path, effect: str | None) -> None:
+    """kubeletPlugin.unhealthyTaintEffect becomes UNHEALTHY_TAINT_EFFECT, NoSchedule by default."""
+    values = {"kubeletPlugin": {"unhealthyTaintEffect": effect}} if effect else {}
+    plugin = render(helm, values).one("DaemonSet", "gpushare-kubelet-plugin")
+    env = env_of(containers(plugin)[0])
+    assert env["UNHEALTHY_TAINT_EFFECT"] == (effect or "NoSchedule")

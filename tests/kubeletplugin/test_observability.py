@@ -17,7 +17,7 @@ from kubeletplugin.test_plugin_e2e import INVENTORY
 from prometheus_client import CollectorRegistry
 
 from dra_driver.kubeletplugin.metrics import PluginMetrics
-from dra_driver.kubeletplugin.publisher import sharing_mode
+from dra_driver.kubeletplugin.slicefeatures import sharing_mode
 from dra_driver.metrics import ObservabilityServer
 from dra_driver.nvml.inventory import load_inventory
 

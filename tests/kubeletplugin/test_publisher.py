@@ -17,7 +17,8 @@ from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
 from dra_driver.k8s import raw
 from dra_driver.k8s.settings import ApiTimeouts
 from dra_driver.kubeletplugin.publisher import SlicePublisher
-from dra_driver.kubeletplugin.slices import desired_slices, slice_name
+from dra_driver.kubeletplugin.slices import desired_slices
+from dra_driver.kubeletplugin.slicesync import slice_name
 from dra_driver.nvml.inventory import Card, Health
 
 NAMES = DriverNames.for_driver(DEFAULT_DRIVER_NAME)
@@ -141,7 +142,7 @@ def test_slices_are_owned_by_the_node(server: FakeApiServer) -> None:
 
 
 def test_health_change_in_one_slice_updates_in_place(server: FakeApiServer) -> None:
-    """A card turning unhealthy rewrites its slice in place: same object, same generation."""
+    """A card turning unhealthy is tainted in place: same object, same generation."""
     with publishing(server, [card(0), card(1)]) as publisher:
         assert publisher.wait_published(10)
         (before,) = slices(server)
@@ -152,7 +153,10 @@ def test_health_change_in_one_slice_updates_in_place(server: FakeApiServer) -> N
     assert after["metadata"]["name"] == before["metadata"]["name"]
     assert after["metadata"]["resourceVersion"] != before["metadata"]["resourceVersion"]
     assert after["spec"]["pool"] == {"name": NODE, "generation": 1, "resourceSliceCount": 1}
-    assert [d["name"] for d in after["spec"]["devices"]] == ["gpu-0"]
+    assert [d["name"] for d in after["spec"]["devices"]] == ["gpu-0", "gpu-1"]
+    assert "taints" not in after["spec"]["devices"][0]
+    (taint,) = after["spec"]["devices"][1]["taints"]
+    assert taint["key"] == "gpushare.dra.dev/unhealthy"
     assert server.requests[("create", "resourceslices")] == 0
     assert server.requests[("delete", "resourceslices")] == 0
 

@@ -14,12 +14,10 @@ from dra_driver.kubeletplugin.slices import (
     desired_slices,
     device_name,
     generate_name,
-    keeps_capacity,
-    plan_sync,
     slice_labels,
     to_semver,
-    with_generation,
 )
+from dra_driver.kubeletplugin.slicesync import keeps_capacity, plan_sync, with_generation
 from dra_driver.nvml.inventory import Card, Health
 
 NAMES = DriverNames.for_driver(DEFAULT_DRIVER_NAME)
@@ -153,8 +151,8 @@ def test_devices_are_ordered_by_pci_bus_id() -> None:
     assert names_of(slice_) == ["gpu-2", "gpu-3", "gpu-0", "gpu-1"]
 
 
-def test_unhealthy_cards_are_left_out() -> None:
-    """An unhealthy card is not published, so it can never be allocated."""
+def test_unhealthy_cards_are_left_out_where_taints_are_not_kept() -> None:
+    """Without a taint effect (taints dropped) an unhealthy card is not published at all."""
     cards = [card(0), card(1, health=Health.UNHEALTHY, health_message="XID 79"), card(2)]
     (slice_,) = desired_slices(NAMES, NODE, UID, cards)
     assert names_of(slice_) == ["gpu-0", "gpu-2"]

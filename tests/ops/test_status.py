@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,8 +13,9 @@ from gpushare_simulator.harness.apiserver import FakeApiServer
 from ops.builders import NAMES, claim, pod, seed_cards, share, whole
 
 from dra_driver.cli.main import kubectl_plugin, main
-from dra_driver.kubeletplugin.slices import desired_slices, with_generation
-from dra_driver.nvml.inventory import builtin_inventory
+from dra_driver.kubeletplugin.slices import desired_slices
+from dra_driver.kubeletplugin.slicesync import with_generation
+from dra_driver.nvml.inventory import Health, builtin_inventory
 from dra_driver.plan.inventory import node_object
 
 SECOND_SHARE = "7d3f1c2a-0000-4000-8000-000000000002"
@@ -196,3 +198,22 @@ def test_a_pod_held_by_another_gate_shows_that_gate_as_its_reason(
         "gated": True,
         "reason": "waiting for the pod's other scheduling gates: kueue.x-k8s.io/admission",
     }
+
+
+def test_a_tainted_card_is_listed_with_its_taint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unhealthy card's taint is named under the table and in the JSON view."""
+    (node,) = builtin_inventory("one-node-one-card").nodes
+    cards = [dataclasses.replace(node.cards[0], health=Health.UNHEALTHY, health_message="XID 79")]
+    with FakeApiServer() as server:
+        server.create(node_object(node))
+        for slice_ in desired_slices(NAMES, node.name, "uid", cards, unhealthy="NoExecute"):
+            server.create(with_generation(slice_, 1))
+        kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+        assert main(["status", "--kubeconfig", str(kubeconfig)], environ={}) == 0
+        text = capsys.readouterr().out
+        assert main(["status", "--kubeconfig", str(kubeconfig), "-o", "json"], environ={}) == 0
+        (card,) = json.loads(capsys.readouterr().out)["cards"]
+    assert "  node-1/gpu-0 gpushare.dra.dev/unhealthy=xid-79:NoExecute" in text.splitlines()
+    assert card["taints"] == ["gpushare.dra.dev/unhealthy=xid-79:NoExecute"]

@@ -214,6 +214,23 @@ def unlabelled(documents: list[Object]) -> list[Object]:
 
 
 @contextlib.contextmanager
+def unhealthy(inventory: Path, node: str, device: str) -> Iterator[None]:
+    """Mark ``node``'s card ``device`` (gpu-N: index N) unhealthy in the fake NVML; undo after."""
+    original = inventory.read_text()
+    cards = yaml.safe_load(original)
+    index = int(device.removeprefix("gpu-"))
+    for entry in cards["nodes"]:
+        if entry["name"] == node:
+            card = next(c for c in entry["cards"] if c["index"] == index)
+            card["health"], card["healthMessage"] = "Unhealthy", "XID 79: fallen off the bus"
+    inventory.write_text(yaml.safe_dump(cards, sort_keys=False))
+    try:
+        yield
+    finally:
+        inventory.write_text(original)
+
+
+@contextlib.contextmanager
 def fresh_namespace(cluster: Cluster) -> Iterator[str]:
     """Create a namespace; on exit delete it and check nothing of ours is left anywhere.
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from realk8s.kit import Cluster, Object, one_service
+from realk8s.kit import Cluster, Object, one_service, unhealthy
 
 QUEUE_GATE = "example.com/queue"
 
@@ -106,6 +106,37 @@ def test_a_device_taint_rule_keeps_untolerating_shares_off_the_card(
         cluster.kubectl("delete", "devicetaintrule", "xid-79-node-1", "--ignore-not-found")
     # Without the rule the card takes the plain share too.
     cluster.wait(lambda: cluster.running(namespace, "plain"), "plain to run", namespace, 60)
+
+
+def _taints(cluster: Cluster, node: str, device: str) -> list[Object]:
+    """Return the taints ``node``'s ResourceSlices give ``device``, as stored."""
+    slices = cluster.json("resourceslices", f"--field-selector=spec.nodeName={node}")["items"]
+    found = [d for s in slices for d in s["spec"].get("devices") or [] if d["name"] == device]
+    return list(found[0].get("taints") or []) if found else []
+
+
+def test_the_plugin_taints_a_failed_card_until_it_is_healthy_again(
+    cluster: Cluster, namespace: str
+) -> None:
+    """XID 79 on node-1's card: the slice taints it, a share waits naming the taint, then runs."""
+    with unhealthy(cluster.driver.inventory, "node-1", "gpu-0"):
+        (taint,) = cluster.wait(
+            lambda: _taints(cluster, "node-1", "gpu-0") or None, "gpu-0's taint", namespace
+        )
+        assert cluster.apply(_share("after-xid", tolerate=False), namespace).returncode == 0
+
+        def reason() -> bool:
+            events = " ".join(cluster.events(namespace, "after-xid"))
+            return "gpu-0 tainted gpushare.dra.dev/unhealthy=xid-79:NoSchedule" in events
+
+        cluster.wait(reason, "after-xid's FailedAllocation naming the taint", namespace)
+        assert cluster.running(namespace, "after-xid") is None
+    assert {k: taint[k] for k in ("key", "value", "effect")} == {
+        "key": "gpushare.dra.dev/unhealthy", "value": "xid-79", "effect": "NoSchedule",
+    }  # fmt: skip
+    assert taint["timeAdded"]  # stamped by the API server
+    cluster.wait(lambda: cluster.running(namespace, "after-xid"), "after-xid to run", namespace, 60)
+    assert _taints(cluster, "node-1", "gpu-0") == []
 
 
 def test_a_prepared_claims_status_says_what_its_containers_got(

@@ -7,14 +7,8 @@ a pod is gone it unprepares its claims, and the plugin removes their CDI specs.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-from pathlib import Path
-
-import yaml
-
 from dra_driver.cdi.names import spec_file_name
-from realk8s.kit import NAMES, Cluster, Object, one_service, wait_for
+from realk8s.kit import NAMES, Cluster, Object, one_service, unhealthy, wait_for
 
 
 def _health(pod: Object | None) -> list[str]:
@@ -24,23 +18,6 @@ def _health(pod: Object | None) -> list[str]:
         return []
     entries = statuses[0].get("allocatedResourcesStatus") or []
     return [r.get("health") for e in entries for r in e.get("resources") or []]
-
-
-@contextlib.contextmanager
-def _unhealthy(inventory: Path, node: str, device: str) -> Iterator[None]:
-    """Mark ``node``'s card ``device`` (gpu-N: index N) unhealthy in the fake NVML; undo after."""
-    original = inventory.read_text()
-    cards = yaml.safe_load(original)
-    index = int(device.removeprefix("gpu-"))
-    for entry in cards["nodes"]:
-        if entry["name"] == node:
-            card = next(c for c in entry["cards"] if c["index"] == index)
-            card["health"], card["healthMessage"] = "Unhealthy", "XID 79: fallen off the bus"
-    inventory.write_text(yaml.safe_dump(cards, sort_keys=False))
-    try:
-        yield
-    finally:
-        inventory.write_text(original)
 
 
 def test_a_card_turning_unhealthy_reaches_the_pods_container_status(
@@ -56,7 +33,7 @@ def test_a_card_turning_unhealthy_reaches_the_pods_container_status(
     )
     (claim,) = cluster.claims(namespace)
     (result,) = claim["status"]["allocation"]["devices"]["results"]
-    with _unhealthy(cluster.driver.inventory, "node-2", result["device"]):
+    with unhealthy(cluster.driver.inventory, "node-2", result["device"]):
         cluster.wait(
             lambda: _health(cluster.pod(namespace, prefix)) == ["Unhealthy"],
             "the kubelet to report the share Unhealthy",
@@ -67,15 +44,15 @@ def test_a_card_turning_unhealthy_reaches_the_pods_container_status(
         "the kubelet to report the share Healthy again",
         namespace,
     )
-    # The card is back in node-2's slice, so later tests find both cards again.
-    wait_for(lambda: len(_devices(cluster, "node-2")) == 2, "node-2's two cards published")
+    # The card's taint is gone from node-2's slice, so later tests find both cards usable.
+    wait_for(lambda: _untainted(cluster, "node-2") == 2, "node-2's two cards untainted")
     assert pod["metadata"]["uid"] == (cluster.pod(namespace, prefix) or {})["metadata"]["uid"]
 
 
-def _devices(cluster: Cluster, node: str) -> list[str]:
-    """Return the devices of ``node``'s ResourceSlices."""
+def _untainted(cluster: Cluster, node: str) -> int:
+    """Return how many devices of ``node``'s ResourceSlices carry no taint."""
     slices = cluster.json("resourceslices", f"--field-selector=spec.nodeName={node}")["items"]
-    return [d["name"] for s in slices for d in s["spec"].get("devices") or []]
+    return sum(not d.get("taints") for s in slices for d in s["spec"].get("devices") or [])
 
 
 def test_the_kubelet_unprepares_a_claim_once_its_pod_is_gone(

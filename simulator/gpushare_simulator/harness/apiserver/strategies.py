@@ -72,6 +72,8 @@ def prepare_create(rtype: ResourceType, obj: JSON, *, keep_status: bool = False)
             obj["status"] = {}
     elif rtype.key == "resourceclaimtemplates.resource.k8s.io":
         _default_claim_spec((obj.get("spec") or {}).get("spec"))
+    elif rtype.key == "resourceslices.resource.k8s.io":
+        _stamp_taints(obj.get("spec"))
     elif rtype.group == ADMISSION:
         webhook_config.set_defaults(obj, mutating=rtype.kind.startswith("Mutating"))
 
@@ -108,6 +110,8 @@ def default_fields(rtype: ResourceType, new: JSON) -> None:
         _default_claim_spec((new.get("spec") or {}).get("spec"))
     elif rtype.key == "pods":
         _default_pod_spec(new.setdefault("spec", {}))
+    elif rtype.key == "resourceslices.resource.k8s.io":
+        _stamp_taints(new.get("spec"))
     elif rtype.group == ADMISSION:
         webhook_config.set_defaults(new, mutating=rtype.kind.startswith("Mutating"))
 
@@ -143,6 +147,16 @@ def mark_deleting(obj: JSON, grace_seconds: int = 0) -> None:
     meta["deletionGracePeriodSeconds"] = grace_seconds
     if int(meta.get("generation", 0)) > 0:
         meta["generation"] = int(meta["generation"]) + 1
+
+
+def _stamp_taints(spec: object) -> None:
+    """Give every device taint without ``timeAdded`` the time of this write, as the server does."""
+    devices = spec.get("devices") if isinstance(spec, dict) else None
+    for device in devices if isinstance(devices, list) else []:
+        taints = device.get("taints") if isinstance(device, dict) else None
+        for taint in taints if isinstance(taints, list) else []:
+            if isinstance(taint, dict) and not taint.get("timeAdded"):
+                taint["timeAdded"] = timestamp()
 
 
 def _default_request(request: object) -> None:
