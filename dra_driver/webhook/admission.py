@@ -135,6 +135,7 @@ class Admission:
             names=self._names,
             classes=self._cluster.device_classes(),
             limits=Limits() if _generated_for_pod(obj) else self._cluster.limits(),
+            default_backend=self._default_backend,
         )
         if not errors:
             return review.allowed(request.uid), "allowed"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from dra_driver.api import (
+    Backend,
     ConfigError,
     DriverNames,
     EffectiveConfig,
@@ -61,12 +62,15 @@ def validate_claim_spec(
     names: DriverNames,
     classes: Mapping[str, Object],
     limits: Limits,
+    default_backend: Backend | None = None,
 ) -> list[str]:
     """Return the field errors of a claim spec at ``path`` (``spec`` or ``spec.spec``).
 
     ``classes`` maps DeviceClass names to the classes; ``limits`` says what the cluster's cards
-    allow. A spec that asks for none of our classes gets only its config entries of ours
-    checked; other drivers' requests are never judged.
+    allow; ``default_backend`` is the kubelet plugins' backend for a config that names none,
+    so a policy that backend cannot enforce is refused before anything is allocated for it.
+    A spec that asks for none of our classes gets only its config entries of ours checked;
+    other drivers' requests are never judged.
     """
     devices = f"{path}.devices"
     configs, errors = _claim_configs(spec, devices, names)
@@ -110,7 +114,9 @@ def validate_claim_spec(
     enforced: list[tuple[_Entry, tuple[object, ...]]] = []
     cluster_errors: dict[str, list[list[str]]] = {}
     for entry in ours:
-        entry_errors, against_cluster, effective = _check_entry(entry, configs, names, limits)
+        entry_errors, against_cluster, effective = _check_entry(
+            entry, configs, names, limits, default_backend
+        )
         errors += entry_errors
         cluster_errors.setdefault(parent_request(entry.result), []).append(against_cluster)
         if effective is not None:
@@ -205,7 +211,11 @@ def _class_configs(entry: _Entry, names: DriverNames) -> tuple[list[Source], lis
 
 
 def _check_entry(
-    entry: _Entry, configs: Sequence[_ClaimConfig], names: DriverNames, limits: Limits
+    entry: _Entry,
+    configs: Sequence[_ClaimConfig],
+    names: DriverNames,
+    limits: Limits,
+    default_backend: Backend | None,
 ) -> tuple[list[str], list[str], EffectiveConfig | None]:
     """Return the entry's errors, its errors against the cluster's cards, and its config.
 
@@ -245,15 +255,21 @@ def _check_entry(
     effective = merge_configs(source.config for source in sources).effective()
     errors += size_conflict(fields, entry.where, sources)
     cluster_errors += config_memory_problem(sources, entry.where, names, limits)
-    if effective.backend is not None:
+    backend = effective.backend or default_backend
+    if backend is not None and not entry.entry.get("adminAccess"):
         cores = effective.cores if effective.cores is not None else amounts.get(CORES, MAX_CORES)
         problem = unsupported_policy(
-            effective.backend,
+            backend,
             effective.isolation,
             priority=effective.priority,
             cores=[(f"request {quote(entry.result)}", int(cores))],
             cards=count,
         )
+        if problem is not None and effective.backend is None:
+            problem += (
+                f" (no config names a backend, so the kubelet plugins' default {quote(backend)} "
+                "applies: the chart's kubeletPlugin.backend)"
+            )
         if problem is not None:
             errors.append(f"{entry.where}: {_FORBIDDEN}: {problem}")
     return errors, cluster_errors, effective
