@@ -123,3 +123,21 @@ def test_an_extended_resource_name_goes_on_the_default_class_only(helm: Path) ->
     assert [c["metadata"]["name"] for c in chart if "extendedResourceName" in c["spec"]] == [
         DEFAULT_DRIVER
     ]
+
+
+@pytest.mark.parametrize(
+    ("release", "prefix"),
+    [
+        ("gpushare", "gpushare"),
+        ("gpushare-dra-driver", "gpushare-dra-driver"),
+        ("gpushare-dra-driver-prod", "gpushare-dra-driver-prod"),
+        ("prod", "prod-gpushare-dra-driver"),
+    ],
+)
+def test_a_release_name_holding_the_chart_name_or_held_by_it_names_the_objects(
+    helm: Path, release: str, prefix: str
+) -> None:
+    """The chart name is added only when neither name contains the other, as README says."""
+    rendered = render(helm, release=release)
+    assert rendered.names("Deployment") == [f"{prefix}-controller"]
+    assert rendered.names("DaemonSet") == [f"{prefix}-kubelet-plugin"]

@@ -1,7 +1,9 @@
 {{/*
 Names. The name prefix of every object is "fullname": the release name, plus the chart name
-unless the release name already contains it (`helm install gpushare ...` gives "gpushare").
-Cluster-scoped objects carry it too, so two releases never collide.
+unless one already contains the other (`helm install gpushare ...` and `helm install
+gpushare-dra-driver-prod ...` give "gpushare" and "gpushare-dra-driver-prod"). Sprig's
+`contains` takes the substring first. Cluster-scoped objects carry it too, so two releases
+never collide.
 */}}
 {{- define "gpushare.name" -}}
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
@@ -12,7 +14,7 @@ Cluster-scoped objects carry it too, so two releases never collide.
 {{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
 {{- else }}
 {{- $name := default .Chart.Name .Values.nameOverride }}
-{{- if contains .Release.Name $name }}
+{{- if or (contains $name .Release.Name) (contains .Release.Name $name) }}
 {{- .Release.Name | trunc 40 | trimSuffix "-" }}
 {{- else }}
 {{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
