@@ -12,6 +12,7 @@ handshake where a dead one costs a whole timeout.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Final
 
 import urllib3
@@ -116,15 +117,25 @@ def bounded_retries(configuration: client.Configuration) -> None:
 
 
 def new_api_client(
-    settings: KubeClientSettings, component: str, *, retries: bool = True
+    settings: KubeClientSettings,
+    component: str,
+    *,
+    retries: bool = True,
+    context: str | None = None,
 ) -> TimedApiClient:
     """Return an API client from ``--kubeconfig``, else from the Pod's service account.
 
     Each call builds its own configuration object, never the library-global default, so two
     clients in one process (the simulator runs several components) cannot affect each other.
     ``retries=False`` turns off urllib3's retries entirely: a caller with a deadline (the
-    webhook answers within the API server's timeout) must see a failure once.
+    webhook answers within the API server's timeout) must see a failure once. ``context``
+    picks a kubeconfig context other than its current one.
     """
+    if context and not settings.kubeconfig:
+        raise ClientConfigError(
+            f"--context {context!r} needs a kubeconfig (--kubeconfig, KUBECONFIG or "
+            "~/.kube/config); the in-cluster service account has no contexts"
+        )
     configuration = client.Configuration()
     if retries:
         bounded_retries(configuration)
@@ -134,7 +145,9 @@ def new_api_client(
     try:
         if settings.kubeconfig:
             config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=settings.kubeconfig, client_configuration=configuration
+                config_file=settings.kubeconfig,
+                context=context,
+                client_configuration=configuration,
             )
         else:
             config.load_incluster_config(  # type: ignore[no-untyped-call]
@@ -144,7 +157,21 @@ def new_api_client(
         source = (
             f"kubeconfig {settings.kubeconfig!r}"
             if settings.kubeconfig
-            else "in-cluster service account (no --kubeconfig / KUBECONFIG given)"
+            else "in-cluster service account (no --kubeconfig, KUBECONFIG or ~/.kube/config)"
         )
         raise ClientConfigError(f"cannot load Kubernetes credentials from {source}: {exc}") from exc
     return TimedApiClient(configuration, settings.timeouts, component)
+
+
+def tool_api_client(
+    kubeconfig: str | None, context: str | None, command: str, home: Path | None = None
+) -> TimedApiClient:
+    """Return a client for a command run by a person, found as kubectl finds its cluster.
+
+    ``--kubeconfig`` (or ``KUBECONFIG``), else ``~/.kube/config`` when it exists, else the
+    Pod's service account (the chart's cleanup hook runs in a Pod).
+    """
+    default = (home or Path.home()) / ".kube" / "config"
+    if not kubeconfig and default.is_file():
+        kubeconfig = str(default)
+    return new_api_client(KubeClientSettings(kubeconfig=kubeconfig), command, context=context)

@@ -10,9 +10,8 @@ from kubernetes import client
 
 from dra_driver.api import DriverNames
 from dra_driver.k8s import raw
-from dra_driver.k8s.client import ClientConfigError, TimedApiClient, new_api_client
+from dra_driver.k8s.client import ClientConfigError, TimedApiClient, tool_api_client
 from dra_driver.k8s.errors import ApiError
-from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.ops.cleanup import Cleaner, CleanupError
 from dra_driver.ops.settings import CleanupSettings, StatusSettings
 from dra_driver.ops.status import cluster_status, render
@@ -26,10 +25,12 @@ def _items(listed: dict[str, object]) -> list[dict[str, object]]:
     return list(items) if isinstance(items, list) else []
 
 
-def _api_client(command: str, kubeconfig: str | None, err: TextIO) -> TimedApiClient | None:
-    """Return a client for ``kubeconfig`` (else the pod's account); ``None`` after saying why."""
+def _api_client(
+    command: str, kubeconfig: str | None, context: str | None, err: TextIO
+) -> TimedApiClient | None:
+    """Return a client found as kubectl finds its cluster; ``None`` after saying why not."""
     try:
-        return new_api_client(KubeClientSettings(kubeconfig=kubeconfig), command)
+        return tool_api_client(kubeconfig, context, command)
     except ClientConfigError as exc:
         print(f"gpushare-dra {command}: error: {exc}", file=err)
         return None
@@ -41,7 +42,7 @@ def cleanup(names: DriverNames, settings: CleanupSettings) -> int:
     if settings.wait_for_pods and not settings.namespace:
         print("gpushare-dra cleanup: error: --wait-for-pods needs --namespace", file=err)
         return EXIT_USAGE
-    api_client = _api_client("cleanup", settings.kubeconfig, err)
+    api_client = _api_client("cleanup", settings.kubeconfig, settings.context, err)
     if api_client is None:
         return EXIT_USAGE
     with api_client:
@@ -68,7 +69,7 @@ def cleanup(names: DriverNames, settings: CleanupSettings) -> int:
 def status(names: DriverNames, settings: StatusSettings) -> int:
     """Print the cards, what holds them and the waiting pods; read-only."""
     out, err = sys.stdout, sys.stderr
-    api_client = _api_client("status", settings.kubeconfig, err)
+    api_client = _api_client("status", settings.kubeconfig, settings.context, err)
     if api_client is None:
         return EXIT_USAGE
     with api_client:

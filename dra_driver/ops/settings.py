@@ -13,9 +13,11 @@ class CleanupSettings:
 
     kubeconfig: str | None = flag(
         None,
-        "kubeconfig of the cluster to clean up (default: the pod's service account)",
+        "kubeconfig of the cluster to clean up (default: ~/.kube/config, else the pod's "
+        "service account)",
         standard_env=True,
     )
+    context: str | None = flag(None, "kubeconfig context to use (default: its current context)")
     namespace: str | None = flag(
         None, "namespace of --wait-for-pods (the release's namespace); required with it"
     )
@@ -35,7 +37,9 @@ class StatusSettings:
 
     kubeconfig: str | None = flag(
         None,
-        "kubeconfig of the cluster to read (default: the pod's service account)",
+        "kubeconfig of the cluster to read (default: ~/.kube/config, else the pod's "
+        "service account)",
         standard_env=True,
     )
+    context: str | None = flag(None, "kubeconfig context to use (default: its current context)")
     output: str = flag("table", "output format", choices=("table", "json"), short="-o")
