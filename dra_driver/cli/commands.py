@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 EXIT_FAILURE: Final = 1
 EXIT_USAGE: Final = 2
+EXIT_REFUSED: Final = 3
+"""plan: a pod, template or claim of the workload would be refused (a CI gate can fail on it)."""
 
 # Runtime libraries whose versions matter when reporting a bug.
 _REPORTED_DISTRIBUTIONS: Final = (
@@ -160,13 +162,18 @@ def cleanup(invocation: Invocation) -> int:
 
 
 def plan(invocation: Invocation) -> int:
-    """Print where the workload would land; exit 2 for unusable input, 1 if the API fails."""
+    """Print where the workload would land; exit 3 if anything would be refused.
+
+    Exit 2 for unusable input, 1 if the API server fails.
+    """
     # Flags alone, without the environment: a flag beats a variable when choosing the cluster.
     from dra_driver.plan import command as plan_command  # noqa: PLC0415 - see the module docstring
 
     flags = settings_from_arguments(PlanSettings, invocation.namespace, {})
     try:
-        report = plan_command.run(invocation.names, invocation.settings(PlanSettings), flags)
+        report, refused = plan_command.run(
+            invocation.names, invocation.settings(PlanSettings), flags
+        )
     except PlanInputError as exc:
         print(f"gpushare-dra plan: error: {exc}", file=sys.stderr)  # noqa: T201
         return EXIT_USAGE
@@ -174,4 +181,4 @@ def plan(invocation: Invocation) -> int:
         print(f"gpushare-dra plan: error: the API server failed: {exc}", file=sys.stderr)  # noqa: T201
         return EXIT_FAILURE
     print(report)  # noqa: T201
-    return 0
+    return EXIT_REFUSED if refused else 0

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, TypeVar
 
+from dra_driver.k8s.names import DNS_SUBDOMAIN, MAX_SUBDOMAIN
+
 T = TypeVar("T")
 
 MAX_CARDS_PER_NODE: Final = 128  # the most devices one ResourceSlice may hold
@@ -22,16 +24,13 @@ MAX_TEXT_CHARS: Final = 64  # the limit on a string attribute of a ResourceSlice
 MAX_MESSAGE_CHARS: Final = 1024  # the limit on a resource health message (1.36)
 MAX_MINOR: Final = 254  # /dev/nvidia255 is /dev/nvidiactl
 MAX_BYTES: Final = 2**63 - 1  # a Kubernetes quantity is an int64
-_MAX_SUBDOMAIN: Final = 253  # Kubernetes' limits on DNS subdomains and label names
-_MAX_LABEL: Final = 63
+_MAX_LABEL: Final = 63  # Kubernetes' limit on label names
 _SHOWN_CHARS: Final = 64
 
 _UUID: Final = re.compile(r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _PCI: Final = re.compile(r"(?:0000)?([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([01][0-9a-fA-F])\.([0-7])")
 _QUANTITY: Final = re.compile(r"([0-9]{1,20})(Ki|Mi|Gi|Ti)?")
 _SUFFIXES: Final = {"Ti": 2**40, "Gi": 2**30, "Mi": 2**20, "Ki": 2**10}
-_DNS_LABEL: Final = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
-_DNS_SUBDOMAIN: Final = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*")
 _LABEL_NAME: Final = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _COMPUTE_CAPABILITY: Final = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}")
 _DRIVER_VERSION: Final = re.compile(r"[0-9]{1,4}(?:\.[0-9]{1,4}){1,2}")
@@ -200,8 +199,8 @@ def health(value: object) -> Health:
 
 def dns_subdomain(value: object) -> str:
     """Check a node name: a DNS subdomain, as Kubernetes requires of Node names."""
-    match = _matching(_DNS_SUBDOMAIN, NAME_RULE, value)
-    if len(match.group()) > _MAX_SUBDOMAIN:
+    match = _matching(DNS_SUBDOMAIN, NAME_RULE, value)
+    if len(match.group()) > MAX_SUBDOMAIN:
         raise refuse(NAME_RULE, value)
     return match.group()
 
@@ -211,9 +210,7 @@ def label_key(value: object) -> str:
     rule = "a label key: an optional DNS subdomain and '/', then a name of at most 63 chars"
     if isinstance(value, str):
         prefix, _, name = value.rpartition("/")
-        prefix_ok = not prefix or (
-            len(prefix) <= _MAX_SUBDOMAIN and _DNS_SUBDOMAIN.fullmatch(prefix)
-        )
+        prefix_ok = not prefix or (len(prefix) <= MAX_SUBDOMAIN and DNS_SUBDOMAIN.fullmatch(prefix))
         if prefix_ok and len(name) <= _MAX_LABEL and _LABEL_NAME.fullmatch(name):
             return value
     raise refuse(rule, value)

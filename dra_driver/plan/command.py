@@ -34,8 +34,8 @@ def _cluster(names: DriverNames, settings: PlanSettings, flags: PlanSettings) ->
     raise PlanInputError("give --inventory FILE|NAME (a fake GPU inventory) or --kubeconfig FILE")
 
 
-def run(names: DriverNames, settings: PlanSettings, flags: PlanSettings) -> str:
-    """Plan and return the report in the chosen format.
+def run(names: DriverNames, settings: PlanSettings, flags: PlanSettings) -> tuple[str, bool]:
+    """Plan; return the report in the chosen format and whether anything would be refused.
 
     Raise :class:`PlanInputError` for input that cannot be used; a failing API server
     raises :class:`~dra_driver.k8s.errors.ApiError`.
@@ -45,4 +45,5 @@ def run(names: DriverNames, settings: PlanSettings, flags: PlanSettings) -> str:
     workload = load_workload(settings.workload)
     cluster = _cluster(names, settings, flags)
     policies = list(Placement) if settings.policy == "both" else [Placement(settings.policy)]
-    return render(make_plan(names, cluster, workload, policies), settings.output)
+    plan = make_plan(names, cluster, workload, policies)
+    return render(plan, settings.output), plan.refused

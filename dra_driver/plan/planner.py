@@ -30,8 +30,8 @@ from dra_driver.controller.engine import (
 )
 from dra_driver.k8s.quantity import parse_quantity
 from dra_driver.kubeletplugin.slices import PCI_BUS_ID_ATTRIBUTE
+from dra_driver.plan.admission import pod_refusal, refusals
 from dra_driver.plan.cluster import ClusterObjects
-from dra_driver.plan.dropped import as_stored, dropped_problems
 from dra_driver.plan.workload import PlannedPod, PodClaim, Workload
 from dra_driver.structured.configshares import counted_claim
 
@@ -131,6 +131,15 @@ class Plan:
     """What the engine could not use in the cluster's objects (malformed slices, claims), and
     the workload's templates and claims no pod uses that a pod could not use either."""
     policies: tuple[PolicyPlan, ...]
+    skipped: tuple[str, ...] = ()
+    """Documents of the file of kinds a plan does not place (ConfigMaps, Services …)."""
+    refused_unused: int = 0
+    """How many templates and claims no pod uses would be refused."""
+
+    @property
+    def refused(self) -> bool:
+        """Whether anything of the file would be refused: the plan's non-zero exit."""
+        return self.refused_unused > 0 or any(p.count(Outcome.REFUSED) for p in self.policies)
 
 
 def _sequential_share_ids() -> Callable[[], str]:
@@ -202,8 +211,16 @@ def _pod_plan(
 class _PolicyRun:
     """Places the pods of one workload under one policy, on its own snapshot."""
 
-    def __init__(self, snapshot: Snapshot, baseline: Snapshot, policy: Placement) -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        baseline: Snapshot,
+        policy: Placement,
+        refused: Mapping[str, str],
+    ) -> None:
         self.snapshot = snapshot
+        self.refused = refused
+        """Why the webhook would refuse a template or claim, by its document's label."""
         self.baseline = baseline
         """The cluster before the plan; never changed."""
         self.policy = policy
@@ -217,6 +234,9 @@ class _PolicyRun:
         ours = [c for c in planned.claims if _is_ours(c.claim, self.snapshot)]
         if not ours:
             return _pod_plan(planned, Outcome.NOT_OURS)
+        refusal = pod_refusal((c.origin for c in ours), self.refused)
+        if refusal is not None:
+            return _pod_plan(planned, Outcome.REFUSED, reason=refusal)
         waiting = [c for c in ours if self._uid(c) not in self._allocated]
         pinned = [
             node_selector(self._allocated[self._uid(c)][0])
@@ -294,22 +314,28 @@ def make_plan(
 ) -> Plan:
     """Place ``workload`` on ``cluster`` under each of ``policies``."""
     cluster = cluster.with_classes(workload.classes)
-    dropped = dropped_problems(cluster, workload, names)
-    if dropped:
-        workload = as_stored(workload)
+    refused = refusals(names, cluster, workload)
     baseline = cluster.snapshot(names)
     results = []
     for policy in policies:
-        run = _PolicyRun(cluster.snapshot(names), baseline, policy)
+        run = _PolicyRun(cluster.snapshot(names), baseline, policy, refused)
         pods = tuple(run.place(pod) for pod in workload.pods)
         results.append(PolicyPlan(policy, pods, run.cards()))
-    problems = tuple(baseline.problems)
-    problems += tuple(dropped)
-    problems += tuple(_unused_problems(baseline, workload))
-    return Plan(names.driver, cluster.source, workload.source, problems, tuple(results))
+    unused = _unused_problems(baseline, workload, refused)
+    return Plan(
+        names.driver,
+        cluster.source,
+        workload.source,
+        (*baseline.problems, *unused),
+        tuple(results),
+        skipped=workload.skipped,
+        refused_unused=len(unused),
+    )
 
 
-def _unused_problems(baseline: Snapshot, workload: Workload) -> list[str]:
+def _unused_problems(
+    baseline: Snapshot, workload: Workload, refused: Mapping[str, str]
+) -> list[str]:
     """Say which templates and claims no pod uses would be refused if a pod did.
 
     A mistake there shows nowhere else in the plan, and would only surface at ``kubectl apply``
@@ -317,6 +343,12 @@ def _unused_problems(baseline: Snapshot, workload: Workload) -> list[str]:
     """
     problems = []
     for unused in workload.unused:
+        if unused.label in refused:
+            problems.append(
+                f"{unused.label} is used by no pod of the file, and would be refused: "
+                f"{refused[unused.label]}"
+            )
+            continue
         metadata = unused.claim["metadata"]
         pod = {
             "apiVersion": "v1",

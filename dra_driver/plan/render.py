@@ -6,6 +6,8 @@ The JSON document (keys camelCase, amounts as Kubernetes quantity strings, absen
     {"kind": "CapacityPlan", "driver": "<driver name>",
      "cluster": "built-in inventory qgpu-runbook", "workload": "scenarios.yaml",
      "problems": ["<what the engine could not use; unused templates that would be refused>"],
+     "skipped": ["ConfigMap default/app (document 4)"],  # kinds a plan does not place
+     "refused": false,  # true when a pod or claim of the file would be refused (exit 3)
      "policies": [{
        "policy": "binpack",
        "summary": {"pods": 6, "placed": 5, "pending": 1, "refused": 0, "notOurs": 0},
@@ -118,6 +120,8 @@ def render_json(plan: Plan) -> str:
         "cluster": plan.cluster,
         "workload": plan.workload,
         "problems": list(plan.problems),
+        "skipped": list(plan.skipped),
+        "refused": plan.refused,
         "policies": [_policy_json(result) for result in plan.policies],
     }
     return json.dumps(document, indent=2)
@@ -228,6 +232,9 @@ def summary_line(plan: Plan) -> str:
         text += f"; 1 pod uses no device of {plan.driver}"
     elif others:
         text += f"; {others} pods use no device of {plan.driver}"
+    refused = plan.policies[0].count(Outcome.REFUSED) + plan.refused_unused
+    if refused:
+        text += f"; {refused} refused (pods, and templates or claims no pod uses): exit status 3"
     return text
 
 
@@ -236,6 +243,8 @@ def render_table(plan: Plan) -> str:
     policies = [result.policy.value for result in plan.policies]
     lines = [f"workload: {plan.workload}", f"cluster:  {plan.cluster} (driver {plan.driver})"]
     lines += [f"warning: {problem}" for problem in plan.problems]
+    if plan.skipped:
+        lines.append(f"skipped (plan places pods and their claims only): {', '.join(plan.skipped)}")
     header = ["POD / CLAIM", *(p.upper() for p in policies)]
     lines.append("")
     rows: list[list[str]] = [header]

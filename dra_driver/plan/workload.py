@@ -1,7 +1,11 @@
 """A workload file: the pods it would create and the ResourceClaims each pod would use.
 
 A multi-document YAML of Pods, Deployments, StatefulSets, ReplicaSets and Jobs with the
-ResourceClaimTemplates, ResourceClaims and DeviceClasses they use (Namespaces are skipped).
+ResourceClaimTemplates, ResourceClaims and DeviceClasses they use. Documents of other kinds
+(Namespaces, ConfigMaps, Services: all of an application's ``helm template`` output) are
+skipped and listed, so the report can say so. Each object's ``apiVersion`` must be one the API
+server serves for its kind, and names must be valid Kubernetes names, as ``kubectl apply``
+would require.
 A Deployment, StatefulSet or ReplicaSet becomes ``spec.replicas`` pods (default 1), a Job
 ``spec.parallelism`` pods (default 1), named ``<name>-0``, ``<name>-1``, …, in file order.
 
@@ -25,6 +29,7 @@ from typing import Any, Final
 
 import yaml
 
+from dra_driver.k8s.names import LABEL_RULE, SUBDOMAIN_RULE, is_dns_label, is_dns_subdomain
 from dra_driver.plan.errors import PlanInputError
 
 Object = dict[str, Any]
@@ -36,8 +41,18 @@ _REPLICAS: Final = {
     "ReplicaSet": "replicas",
     "Job": "parallelism",
 }
-_KINDS: Final = ("Pod", *_REPLICAS, "ResourceClaimTemplate", "ResourceClaim", "DeviceClass")
-_SKIPPED: Final = ("Namespace",)
+_RESOURCE_VERSIONS: Final = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2")
+"""The versions whose claims have the shape plan reads (``exactly``, ``firstAvailable``)."""
+_API_VERSIONS: Final = {
+    "Pod": ("v1",),
+    "Deployment": ("apps/v1",),
+    "StatefulSet": ("apps/v1",),
+    "ReplicaSet": ("apps/v1",),
+    "Job": ("batch/v1",),
+    "ResourceClaimTemplate": _RESOURCE_VERSIONS,
+    "ResourceClaim": _RESOURCE_VERSIONS,
+    "DeviceClass": _RESOURCE_VERSIONS,
+}
 # Fixed, so the same file always yields the same claim UIDs (and the same JSON report).
 _UID_NAMESPACE: Final = uuid.UUID("5d2b8c1e-7f3a-4e6b-8c9d-1a2b3c4d5e6f")
 
@@ -50,6 +65,10 @@ class PodClaim:
     claim: Object
     shared: bool
     """Named by ``resourceClaimName``: one claim for every pod that names it."""
+    origin: str
+    """The document the claim comes from: ``ResourceClaimTemplate default/x (document 3)``."""
+    spec_path: str
+    """Where the claim's spec is in that document: ``spec.spec`` or ``spec``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +99,8 @@ class UnusedClaim:
     """``ResourceClaimTemplate default/x (document 3)``: where it is, for the report."""
     claim: Object
     """The claim it is or would generate."""
+    spec_path: str
+    """Where the claim's spec is in the document: ``spec.spec`` or ``spec``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +111,8 @@ class Workload:
     pods: tuple[PlannedPod, ...]
     classes: tuple[Object, ...]
     unused: tuple[UnusedClaim, ...] = ()
+    skipped: tuple[str, ...] = ()
+    """Documents of kinds plan does not place: ``ConfigMap default/app (document 4)``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +132,11 @@ class _Document:
     def namespace(self) -> str:
         return str((self.body.get("metadata") or {}).get("namespace") or DEFAULT_NAMESPACE)
 
+    @property
+    def label(self) -> str:
+        where = self.name if self.kind == "DeviceClass" else f"{self.namespace}/{self.name}"
+        return f"{self.kind} {where} (document {self.index})"
+
 
 class _Reader:
     """Decodes the documents of one file; every error names the file and the document."""
@@ -116,7 +144,8 @@ class _Reader:
     def __init__(self, source: str) -> None:
         self.source = source
         self.templates: dict[tuple[str, str], _Document] = {}
-        self.claims: dict[tuple[str, str], Object] = {}
+        self.claims: dict[tuple[str, str], tuple[Object, str]] = {}
+        """Each ResourceClaim of the file, with its document's label."""
         self.classes: dict[str, _Document] = {}
         self.pod_names: dict[tuple[str, str], int] = {}
         self.used: set[tuple[str, str, str]] = set()
@@ -137,15 +166,27 @@ class _Reader:
                 raise self.fail(document, path, "expected an object")
         return dict(value)
 
-    def collect(self, document: _Document) -> None:
-        """Check a document's kind and name, and keep the objects pods refer to."""
-        if document.kind not in _KINDS + _SKIPPED:
-            allowed = ", ".join(_KINDS + _SKIPPED)
-            raise self.fail(
-                document, "kind", f"{document.kind!r} is not planned; allowed: {allowed}"
-            )
+    def collect(self, document: _Document) -> bool:
+        """Check a document's kind, version and names, and keep what pods refer to.
+
+        Return ``False`` for a document of a kind plan does not place (it is skipped).
+        """
+        if not document.kind:
+            raise self.fail(document, "kind", "required")
+        versions = _API_VERSIONS.get(document.kind)
+        if versions is None:
+            return False
+        version = document.body.get("apiVersion")
+        if version not in versions:
+            problem = f"{version!r} does not serve {document.kind}; allowed: {', '.join(versions)}"
+            raise self.fail(document, "apiVersion", problem)
         if not document.name:
             raise self.fail(document, "metadata.name", "required")
+        if not is_dns_subdomain(document.name):
+            raise self.fail(document, "metadata.name", f"{document.name!r} is not {SUBDOMAIN_RULE}")
+        if not is_dns_label(document.namespace):
+            problem = f"{document.namespace!r} is not {LABEL_RULE}"
+            raise self.fail(document, "metadata.namespace", problem)
         key = (document.namespace, document.name)
         if document.kind == "ResourceClaimTemplate":
             self.mapping(document, document.body, "spec.spec")
@@ -154,10 +195,12 @@ class _Reader:
         elif document.kind == "ResourceClaim":
             self._unique(document, self.claims, key)
             spec = self.mapping(document, document.body, "spec")
-            self.claims[key] = self._claim(document, spec, document.name, document.name)
+            claim = self._claim(document, spec, document.name, document.name)
+            self.claims[key] = (claim, document.label)
         elif document.kind == "DeviceClass":
             self._unique(document, self.classes, document.name)
             self.classes[document.name] = document
+        return True
 
     def _unique(self, document: _Document, seen: Mapping[Any, Any], key: object) -> None:
         if key in seen:
@@ -233,14 +276,14 @@ class _Reader:
                     generated = self._claim(
                         document, found.body["spec"]["spec"], f"{pod}-{name}", f"{pod}/{name}"
                     )
-                    yield PodClaim(name, generated, shared=False)
+                    yield PodClaim(name, generated, False, found.label, "spec.spec")
                     continue
                 field, kind, wanted = "resourceClaimTemplateName", "ResourceClaimTemplate", template
             else:
                 shared = self.claims.get((document.namespace, str(claim)))
                 self.used.add(("ResourceClaim", document.namespace, str(claim)))
                 if shared is not None:
-                    yield PodClaim(name, shared, shared=True)
+                    yield PodClaim(name, shared[0], True, shared[1], "spec")
                     continue
                 field, kind, wanted = "resourceClaimName", "ResourceClaim", claim
             problem = (
@@ -262,19 +305,22 @@ def parse_workload(text: str, source: str) -> Workload:
     except yaml.YAMLError as exc:
         raise PlanInputError(f"{source}: invalid YAML: {exc}") from None
     reader = _Reader(source)
-    documents = []
+    documents, skipped = [], []
     for index, body in enumerate(bodies, start=1):
         if body is None:  # an empty document, e.g. after a trailing ---
             continue
         if not isinstance(body, dict):
             raise PlanInputError(f"{source}: document {index}: expected an object with a kind")
         document = _Document(index, body)
-        reader.collect(document)
-        documents.append(document)
+        if reader.collect(document):
+            documents.append(document)
+        else:
+            skipped.append(document.label)
     # Pods may come before the templates and claims they use, so they are expanded last.
     pods = tuple(pod for document in documents for pod in reader.pods(document))
     classes = tuple(d.body for d in reader.classes.values())
-    return Workload(source, pods, classes, tuple(_unused(reader, documents)))
+    unused = tuple(_unused(reader, documents))
+    return Workload(source, pods, classes, unused, tuple(skipped))
 
 
 def _unused(reader: _Reader, documents: list[_Document]) -> Iterator[UnusedClaim]:
@@ -283,13 +329,13 @@ def _unused(reader: _Reader, documents: list[_Document]) -> Iterator[UnusedClaim
         key = (document.kind, document.namespace, document.name)
         if document.kind not in ("ResourceClaimTemplate", "ResourceClaim") or key in reader.used:
             continue
-        label = f"{document.kind} {document.namespace}/{document.name} (document {document.index})"
         if document.kind == "ResourceClaim":
-            claim = reader.claims[document.namespace, document.name]
+            claim, _ = reader.claims[document.namespace, document.name]
+            yield UnusedClaim(document.label, claim, "spec")
         else:
             spec = document.body["spec"]["spec"]
             claim = reader._claim(document, spec, document.name, f"template/{document.name}")
-        yield UnusedClaim(label, claim)
+            yield UnusedClaim(document.label, claim, "spec.spec")
 
 
 def load_workload(path: Path) -> Workload:

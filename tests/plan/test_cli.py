@@ -111,7 +111,7 @@ def test_a_bad_workload_exits_2_naming_file_document_and_field(
     """A workload whose pod names a missing template exits 2 before planning."""
     workload = tmp_path / "work.yaml"
     workload.write_text(
-        "kind: Pod\nmetadata: {name: a}\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n"
         "spec: {resourceClaims: [{name: gpu, resourceClaimTemplateName: gone}]}\n"
     )
     argv = ["plan", "--workload", str(workload), "--inventory", "qgpu-runbook"]
@@ -145,20 +145,38 @@ SIZED = Path(__file__).parent / "sized-workload.yaml"
 def test_without_consumable_capacity_config_sizes_share_a_whole_only_card(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """--no-consumable-capacity: config shares fill one card; capacity is reported, then dropped."""
+    """--no-consumable-capacity: config shares fill one card; capacity requests are refused."""
     argv = ["plan", "--workload", str(SIZED), "--inventory", "qgpu-runbook", "--policy", "binpack"]
-    assert main([*argv, "--no-consumable-capacity", "-o", "json"], environ={}) == 0
+    assert main([*argv, "--no-consumable-capacity", "-o", "json"], environ={}) == 3
     document = json.loads(capsys.readouterr().out)
     assert document["cluster"].endswith("without consumable capacity")
-    old, giant = document["problems"]
-    assert "claim default/old-gpu: spec.devices.requests[0].exactly.capacity" in old
-    assert "(cores: 30, memory: 5Gi)" in old
-    assert "claim default/giant-gpu" in giant
+    assert document["refused"] is True
     pods = {p["name"]: p for p in document["policies"][0]["pods"]}
     infer = [pods[f"infer-{i}"]["shares"][0] for i in range(3)]
     assert {(s["device"], s["cores"], s["memory"]) for s in infer} == {("gpu-0", "30", "5Gi")}
-    # Stored without its capacity request, 200Gi asks for nothing: a whole card, not "no fit".
-    assert pods["giant"]["outcome"] == "placed"
-    assert pods["giant"]["shares"][0]["cores"] is None
-    assert main([*argv, "-o", "json"], environ={}) == 0
-    assert json.loads(capsys.readouterr().out)["problems"] == []
+    assert pods["old"]["outcome"] == pods["giant"]["outcome"] == "refused"
+    assert pods["old"]["reason"].startswith(
+        "ResourceClaimTemplate default/share (document 1) would be refused: "
+        "spec.spec.devices.requests[0].exactly.capacity"
+    )
+    assert "(cores: 30, memory: 5Gi)" in pods["old"]["reason"]
+    # With consumable capacity only the 200Gi request is refused: no card is that large.
+    assert main([*argv, "-o", "json"], environ={}) == 3
+    pods = {p["name"]: p for p in json.loads(capsys.readouterr().out)["policies"][0]["pods"]}
+    assert pods["old"]["outcome"] == "placed"
+    assert "must be at most 15Gi" in pods["giant"]["reason"]
+
+
+def test_refusals_make_the_exit_status_3_and_the_summary_says_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """bad-input.yaml's unused bad templates are warnings, counted, and fail a CI gate."""
+    example = Path(__file__).resolve().parents[2] / "deploy/examples/bad-input.yaml"
+    argv = ["plan", "--workload", str(example), "--inventory", "qgpu-runbook"]
+    assert main([*argv, "--policy", "binpack"], environ={}) == 3
+    out = capsys.readouterr().out
+    assert out.rstrip().splitlines()[-1] == (
+        "placed 1/1 pods (binpack); 4 refused (pods, and templates or claims no pod uses): "
+        "exit status 3"
+    )
+    assert "ResourceClaimTemplate default/too-much-memory (document 3)" in out

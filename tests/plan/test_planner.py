@@ -60,16 +60,39 @@ def test_later_pods_see_the_capacity_earlier_ones_took() -> None:
     )
 
 
-def test_a_pod_bigger_than_any_card_never_fits_and_the_reason_names_memory() -> None:
-    """The 200Gi pod is pending under both policies, does not fit even alone, and says memory."""
+def test_a_pod_needing_more_cards_than_any_node_has_never_fits() -> None:
+    """The giant asks three whole cards: pending under both policies, and not even alone."""
     binpack, spread = _example()
     for pods in (binpack, spread):
         giant = pods["giant"]
         assert giant.outcome is Outcome.PENDING
         assert giant.fits_alone is False
-        assert giant.reason is not None
-        assert "200Gi memory" in giant.reason
-        assert giant.reason.startswith("0/2 nodes are available")
+        assert (giant.reason or "").startswith("0/2 nodes are available")
+
+
+def test_memory_beyond_the_largest_card_is_refused_with_the_webhooks_words() -> None:
+    """200Gi on 15Gi cards: REFUSED naming the template and its field, as kubectl apply would be."""
+    text = dump(template("too-big", memory="200Gi"), pod("giant", "too-big"))
+    (result,) = plan_of(text, policies=[Placement.BINPACK]).policies
+    (giant,) = result.pods
+    assert giant.outcome is Outcome.REFUSED
+    assert giant.reason == (
+        "ResourceClaimTemplate default/too-big (document 1) would be refused: "
+        'spec.spec.devices.requests[0].exactly.capacity.requests[memory]: Invalid value: "200Gi": '
+        "must be at most 15Gi, the memory of the largest gpushare.dra.dev card in the cluster"
+    )
+
+
+def test_an_unknown_capacity_is_refused_not_pending() -> None:
+    """A bandwidth request names a capacity no card has: refused, with the allowed names."""
+    bad = template("fast")
+    bad["spec"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = {
+        "requests": {"bandwidth": "10"}
+    }
+    (result,) = plan_of(dump(bad, pod("p", "fast")), policies=[Placement.BINPACK]).policies
+    (planned,) = result.pods
+    assert planned.outcome is Outcome.REFUSED
+    assert 'Unsupported value: "bandwidth"' in (planned.reason or "")
 
 
 def test_a_whole_card_leaves_no_room_for_a_share_on_a_one_card_node() -> None:
@@ -127,7 +150,12 @@ def test_a_shared_claim_is_allocated_once_and_pins_its_other_pods() -> None:
 def test_pods_without_claims_of_the_driver_are_not_ours() -> None:
     """A pod with no claims, or only claims of another driver's class, is not placed."""
     other = template("other", device_class="gpu.nvidia.com")
-    other_class = {"kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"}, "spec": {}}
+    other_class = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "gpu.nvidia.com"},
+        "spec": {},
+    }
     text = dump(other_class, other, pod("plain"), pod("nvidia", "other"))
     result = plan_of(text, policies=[Placement.BINPACK]).policies[0]
     assert [p.outcome for p in result.pods] == [Outcome.NOT_OURS, Outcome.NOT_OURS]

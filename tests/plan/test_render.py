@@ -13,7 +13,10 @@ from dra_driver.plan.render import WIDTH, render, render_json, render_table, sum
 def test_json_document_has_exactly_the_documented_keys() -> None:
     """Every level of the JSON document has the camelCase keys its docstring promises."""
     document = json.loads(render_json(plan_of(EXAMPLE.read_text())))
-    assert set(document) == {"kind", "driver", "cluster", "workload", "problems", "policies"}
+    assert set(document) == {
+        "kind", "driver", "cluster", "workload", "problems", "skipped", "refused", "policies",
+    }  # fmt: skip
+    assert (document["skipped"], document["refused"]) == ([], False)
     assert document["kind"] == "CapacityPlan"
     assert [p["policy"] for p in document["policies"]] == ["binpack", "spread"]
     binpack = document["policies"][0]

@@ -23,8 +23,8 @@ def test_an_unused_template_that_would_be_refused_is_a_warning_naming_it() -> No
     problems = plan_of(workload).problems
     assert len(problems) == 1
     assert problems[0].startswith(
-        "ResourceClaimTemplate default/too-big (document 1) is used by no pod of the file; a pod "
-        "using it would be refused: "
+        "ResourceClaimTemplate default/too-big (document 1) is used by no pod of the file, and "
+        "would be refused: spec.spec.devices.config[0]"
     )
     assert problems[0].endswith(
         'isolation: Unsupported value: "fixed": supported values: "best-effort", '

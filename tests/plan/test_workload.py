@@ -35,14 +35,17 @@ def test_deployment_becomes_replicas_pods_each_with_its_own_claim() -> None:
 def test_job_becomes_parallelism_pods_and_other_kinds_default_to_one() -> None:
     """A Job runs ``parallelism`` pods (not completions); StatefulSet/ReplicaSet default to 1."""
     text = """\
+        apiVersion: batch/v1
         kind: Job
         metadata: {name: batch}
         spec: {parallelism: 2, completions: 8, template: {spec: {containers: []}}}
         ---
+        apiVersion: apps/v1
         kind: StatefulSet
         metadata: {name: db}
         spec: {template: {spec: {containers: []}}}
         ---
+        apiVersion: apps/v1
         kind: ReplicaSet
         metadata: {name: rs}
         spec: {replicas: 0, template: {spec: {containers: []}}}
@@ -58,13 +61,16 @@ def test_job_becomes_parallelism_pods_and_other_kinds_default_to_one() -> None:
 def test_templates_may_follow_the_pods_and_namespaces_are_kept() -> None:
     """A template later in the file is found; pod, claim and template share the namespace."""
     text = """\
+        apiVersion: v1
         kind: Namespace
         metadata: {name: ml}
         ---
+        apiVersion: v1
         kind: Pod
         metadata: {name: p, namespace: ml}
         spec: {resourceClaims: [{name: gpu, resourceClaimTemplateName: t}]}
         ---
+        apiVersion: resource.k8s.io/v1
         kind: ResourceClaimTemplate
         metadata: {name: t, namespace: ml}
         spec: {spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: c}}]}}}
@@ -90,7 +96,7 @@ def test_a_named_claim_is_one_claim_shared_by_every_pod() -> None:
 
 def test_device_classes_of_the_file_are_collected() -> None:
     """DeviceClasses in the file come with the workload, for the plan to add to the cluster."""
-    text = "kind: DeviceClass\nmetadata: {name: big}\nspec: {}\n"
+    text = "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: big}\nspec: {}\n"
     workload = parse_workload(text, "work.yaml")
     assert [c["metadata"]["name"] for c in workload.classes] == ["big"]
     assert workload.pods == ()
@@ -109,50 +115,76 @@ def test_the_example_file_creates_six_pods() -> None:
     ]
 
 
+POD, APPS, RESOURCE = "apiVersion: v1\nkind: Pod\n", "apiVersion: apps/v1\n", "resource.k8s.io/v1"
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         (
-            "kind: Service\nmetadata: {name: web}\n",
-            "work.yaml: document 1 (Service web): kind: 'Service' is not planned; allowed: Pod, "
-            "Deployment, StatefulSet, ReplicaSet, Job, ResourceClaimTemplate, ResourceClaim, "
-            "DeviceClass, Namespace",
+            "apiVersion: bogus.example/v9\nkind: Pod\nmetadata: {name: a}\nspec: {}\n",
+            "work.yaml: document 1 (Pod a): apiVersion: 'bogus.example/v9' does not serve Pod; "
+            "allowed: v1",
         ),
         (
-            "kind: Pod\nmetadata: {name: a}\nspec: {}\n---\n---\n- a list\n",
+            "apiVersion: resource.k8s.io/v1alpha3\nkind: ResourceClaimTemplate\n"
+            "metadata: {name: t}\nspec: {spec: {}}\n",
+            "work.yaml: document 1 (ResourceClaimTemplate t): apiVersion: "
+            "'resource.k8s.io/v1alpha3' does not serve ResourceClaimTemplate; allowed: "
+            "resource.k8s.io/v1, resource.k8s.io/v1beta2",
+        ),
+        (
+            f"{POD}metadata: {{name: pödé}}\nspec: {{}}\n",
+            "work.yaml: document 1 (Pod pödé): metadata.name: 'pödé' is not a DNS subdomain: at "
+            "most 253 characters of lowercase letters, digits, '-' and '.', starting and ending "
+            "with a letter or digit",
+        ),
+        (
+            f"{POD}metadata: {{name: a, namespace: ML.team}}\nspec: {{}}\n",
+            "work.yaml: document 1 (Pod a): metadata.namespace: 'ML.team' is not a DNS label: at "
+            "most 63 characters of lowercase letters, digits and '-', starting and ending with a "
+            "letter or digit",
+        ),
+        (
+            "metadata: {name: web}\n",
+            "work.yaml: document 1 (no kind web): kind: required",
+        ),
+        (
+            f"{POD}metadata: {{name: a}}\nspec: {{}}\n---\n---\n- a list\n",
             "work.yaml: document 3: expected an object with a kind",
         ),
         (
-            "kind: Pod\nspec: {}\n",
+            f"{POD}spec: {{}}\n",
             "work.yaml: document 1 (Pod): metadata.name: required",
         ),
         (
-            "kind: Deployment\nmetadata: {name: d}\nspec: {replicas: two}\n",
+            f"{APPS}kind: Deployment\nmetadata: {{name: d}}\nspec: {{replicas: two}}\n",
             "work.yaml: document 1 (Deployment d): spec.replicas: expected a whole number, "
             "got 'two'",
         ),
         (
-            "kind: Job\nmetadata: {name: j}\nspec: {parallelism: 1}\n",
+            "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec: {parallelism: 1}\n",
             "work.yaml: document 1 (Job j): spec.template.spec: expected an object",
         ),
         (
-            "kind: Pod\nmetadata: {name: a-0}\nspec: {}\n---\n"
-            "kind: Deployment\nmetadata: {name: a}\nspec: {template: {spec: {}}}\n",
+            f"{POD}metadata: {{name: a-0}}\nspec: {{}}\n---\n"
+            f"{APPS}kind: Deployment\nmetadata: {{name: a}}\nspec: {{template: {{spec: {{}}}}}}\n",
             "work.yaml: document 2 (Deployment a): metadata.name: pod a-0 is also created by "
             "document 1",
         ),
         (
-            "kind: DeviceClass\nmetadata: {name: c}\n---\nkind: DeviceClass\nmetadata: {name: c}\n",
+            f"apiVersion: {RESOURCE}\nkind: DeviceClass\nmetadata: {{name: c}}\n---\n"
+            f"apiVersion: {RESOURCE}\nkind: DeviceClass\nmetadata: {{name: c}}\n",
             "work.yaml: document 2 (DeviceClass c): metadata.name: a second DeviceClass of "
             "this name",
         ),
         (
-            "kind: Pod\nmetadata: {name: a}\nspec:\n  resourceClaims:\n  - {name: gpu}\n",
+            f"{POD}metadata: {{name: a}}\nspec:\n  resourceClaims:\n  - {{name: gpu}}\n",
             "work.yaml: document 1 (Pod a): spec.resourceClaims[0]: pod a entry gpu: needs "
             "exactly one of resourceClaimName and resourceClaimTemplateName",
         ),
         (
-            "kind: Pod\nmetadata: {name: a}\nspec: {resourceClaims: {name: gpu}}\n",
+            f"{POD}metadata: {{name: a}}\nspec: {{resourceClaims: {{name: gpu}}}}\n",
             "work.yaml: document 1 (Pod a): spec.resourceClaims: expected a list",
         ),
     ],
@@ -160,6 +192,18 @@ def test_the_example_file_creates_six_pods() -> None:
 def test_bad_documents_are_refused_naming_document_and_field(text: str, message: str) -> None:
     """Each malformed document is refused with the file, document number, kind, name and field."""
     assert _error(text) == message
+
+
+def test_documents_of_other_kinds_are_skipped_and_listed() -> None:
+    """An application's ConfigMap and Service are not planned, nor refused: they are listed."""
+    text = (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: ml}\n---\n"
+        f"{POD}metadata: {{name: p}}\nspec: {{}}\n---\n"
+        "apiVersion: v1\nkind: Service\nmetadata: {name: web}\n"
+    )
+    workload = parse_workload(text, "work.yaml")
+    assert workload.skipped == ("ConfigMap ml/app (document 1)", "Service default/web (document 3)")
+    assert [p.name for p in workload.pods] == ["p"]
 
 
 def test_a_missing_template_names_the_pod_and_the_entry() -> None:
