@@ -6,9 +6,11 @@ chart tests fail, naming the command that installs it: CI runs that script befor
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -140,6 +142,32 @@ def notes(helm: Path, values: Mapping[str, Any] | None = None) -> str:
         values=values,
     )
     return out.split("NOTES:\n", 1)[1]
+
+
+_NOTES_PROBE = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: notes-probe}
+data:
+  notes: {{ tpl (.Files.Get "notes-copy.txt") . | b64enc | quote }}
+"""
+
+
+def notes_for(helm: Path, kube_version: str, work: Path) -> str:
+    """Return NOTES as a cluster of ``kube_version`` would get them.
+
+    `helm install --dry-run=client` cannot set the Kubernetes version, and `helm template`,
+    which can, prints no NOTES: a copy of the chart renders them into a ConfigMap.
+    """
+    chart = work / "chart"
+    shutil.copytree(CHART, chart)
+    (chart / "notes-copy.txt").write_text((CHART / "templates/NOTES.txt").read_text())
+    (chart / "templates/notes-probe.yaml").write_text(_NOTES_PROBE)
+    out = run_helm(
+        helm, "template", RELEASE, str(chart), "--namespace", NAMESPACE,
+        "--kube-version", kube_version, "--show-only", "templates/notes-probe.yaml",
+    )  # fmt: skip
+    return base64.b64decode(yaml.safe_load(out)["data"]["notes"]).decode()
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from deploy.chartkit import (
     GPU_NODE_LABELS,
     KUBE_VERSIONS,
     notes,
+    notes_for,
 )
 
 HEREDOC_START = "kubectl apply -f - <<'YAML'"
@@ -107,3 +108,24 @@ def test_the_pasted_snippet_applies_two_valid_objects(
     for version in KUBE_VERSIONS:
         for doc in docs:
             kubernetes_validate.validate(doc, version, strict=True)
+
+
+@pytest.mark.parametrize(
+    ("version", "capacity"), [("1.34.0", False), ("1.35.0", False), ("1.36.0", True)]
+)
+def test_the_first_claim_asks_in_the_form_the_clusters_version_keeps(
+    helm: Path, tmp_path: Path, version: str, capacity: bool
+) -> None:
+    """1.36+ gets a capacity request; 1.34/1.35 (which drop it) the same share by config."""
+    _, _, stdin = paste(snippet(notes_for(helm, version, tmp_path)), tmp_path)
+    template = next(d for d in yaml.safe_load_all(stdin) if d and d["kind"] != "Pod")
+    devices = template["spec"]["spec"]["devices"]
+    parameters = devices["config"][0]["opaque"]["parameters"]
+    if capacity:
+        assert devices["requests"][0]["exactly"]["capacity"]["requests"] == {
+            "cores": "30", "memory": "5Gi",
+        }  # fmt: skip
+        assert "cores" not in parameters
+    else:
+        assert "capacity" not in devices["requests"][0]["exactly"]
+        assert (parameters["cores"], parameters["memory"]) == (30, "5Gi")

@@ -118,7 +118,8 @@ def test_without_consumable_capacity_the_report_says_so_and_passes(clean_process
     assert run.status == 0, run.err
     report = json.loads(run.out)
     assert report["inventory"].endswith(
-        "without consumable capacity: shares sized by GpuShareConfig"
+        "without consumable capacity: the examples' capacity requests moved into GpuShareConfig "
+        "cores/memory"
     )
     assert report["passed"] is True
 
@@ -199,6 +200,21 @@ def test_apply_reports_a_users_manifest(tmp_path: Path, clean_process: None) -> 
     assert "REFUSED ResourceClaimTemplate/greedy" in run.out
     assert "node-1/gpu-0 0000:00:08.0  GPU-26975e32  2       100/100  14Gi/15Gi" in run.out
     assert "RESULT" not in run.out
+
+
+def test_apply_without_consumable_capacity_applies_the_file_as_written(
+    tmp_path: Path, clean_process: None
+) -> None:
+    """A user's capacity request is refused there, as on 1.35, never silently rewritten."""
+    manifest = tmp_path / "mine.yaml"
+    manifest.write_text(APPLY)
+    run = Captured(SimulateSettings(apply=manifest, consumable_capacity=False))
+    assert run.status == 0, run.err
+    header, report = run.out.replace("\n  ", " "), run.out.replace("\n      ", " ")
+    assert "applied as written (capacity requests are refused, as on 1.34/1.35)" in header
+    assert "REFUSED ResourceClaimTemplate/half" in run.out
+    assert "this cluster's API server drops capacity requests" in report
+    assert not any(line.startswith("web-0  Running") for line in run.out.splitlines())
 
 
 def test_unusable_input_exits_2_before_starting(tmp_path: Path, clean_process: None) -> None:

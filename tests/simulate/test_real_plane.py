@@ -64,7 +64,8 @@ def test_without_consumable_capacity_the_scenarios_pass_on_a_1_35_style_plane(
     """--no-consumable-capacity with --kube-binaries: the gate is off on the real plane too."""
     report, _ = _simulate(tmp_path, "--no-consumable-capacity")
     assert report["inventory"].endswith(
-        "without consumable capacity: shares sized by GpuShareConfig"
+        "without consumable capacity: the examples' capacity requests moved into GpuShareConfig "
+        "cores/memory"
     )
     assert report["passed"] is True
     assert len(report["scenarios"]) == len(SCENARIO_NAMES)

@@ -126,8 +126,20 @@ def run(
     try:
         inventory, description, runs = _inputs(settings, examples)
         if not settings.consumable_capacity:
-            runs = [sized_run(scenario, manifest, names) for scenario, manifest in runs]
-            description += ", without consumable capacity: shares sized by GpuShareConfig"
+            # The built-in examples are rewritten as such a cluster needs them; a file given
+            # with --apply is applied as written, so what the webhook refuses there shows.
+            runs = [
+                sized_run(scenario, manifest, names) if scenario is not None else (None, manifest)
+                for scenario, manifest in runs
+            ]
+            applied = any(scenario is None for scenario, _ in runs)
+            description += (
+                ", without consumable capacity: applied as written (capacity requests are "
+                "refused, as on 1.34/1.35)"
+                if applied
+                else ", without consumable capacity: the examples' capacity requests moved "
+                "into GpuShareConfig cores/memory"
+            )
         if binaries is None and settings.kube_binaries is not None:
             binaries = kubebin.prepare(settings.kube_binaries.expanduser())
     except (InputError, ControlPlaneError) as exc:

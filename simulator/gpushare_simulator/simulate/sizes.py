@@ -72,8 +72,8 @@ def sized_by_config(body: Mapping[str, Any], names: DriverNames) -> tuple[Object
 
 
 def sized_run(
-    scenario: Scenario | None, manifest: Manifest, names: DriverNames
-) -> tuple[Scenario | None, Manifest]:
+    scenario: Scenario, manifest: Manifest, names: DriverNames
+) -> tuple[Scenario, Manifest]:
     """Return the manifest rewritten, and the scenario's refusals pointed at the moved fields."""
     documents = []
     moved: dict[str, Moved] = {}
@@ -82,8 +82,6 @@ def sized_run(
         documents.append(dataclasses.replace(document, body=body))
         moved[document.reference] = moves
     rewritten = Manifest(manifest.source, tuple(documents))
-    if scenario is None:
-        return None, rewritten
     steps = tuple(
         dataclasses.replace(
             step,
