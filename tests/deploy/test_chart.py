@@ -168,7 +168,7 @@ def test_chart_refuses_the_default_namespace(helm: Path, namespace: str | None) 
         run_helm(helm, "template", RELEASE, str(CHART), *args)
     message = str(failure.value)
     assert 'the release namespace is "default"' in message
-    assert "-n gpushare-system --create-namespace" in message
+    assert "-n gpushare --create-namespace" in message
     # Any other namespace renders, and the webhooks exclude that one instead.
     objects = Rendered.parse(
         run_helm(helm, "template", RELEASE, str(CHART), "--namespace", "gpushare-system")
