@@ -150,6 +150,10 @@ def test_schema_rejects_bad_values(helm: Path, values: dict[str, object], messag
             {"deviceClasses": {"extendedResourceName": "kubernetes.io/gpu"}},
             "an extended resource is named outside kubernetes.io",
         ),
+        (
+            {"kubeletPlugin": {"updateStrategy": {"maxSurge": "0%", "maxUnavailable": 0}}},
+            "maxSurge and maxUnavailable cannot both be 0",
+        ),
     ],
 )
 def test_chart_refuses_inconsistent_values(

@@ -360,3 +360,18 @@ def test_the_unhealthy_taint_effect_reaches_the_plugin(helm: Path, effect: str |
     plugin = render(helm, values).one("DaemonSet", "gpushare-kubelet-plugin")
     env = env_of(containers(plugin)[0])
     assert env["UNHEALTHY_TAINT_EFFECT"] == (effect or "NoSchedule")
+
+
+def test_the_plugin_rollout_and_the_controller_scheduling_follow_the_values(helm: Path) -> None:
+    """The plugin's rolling update is set by values; the controller tolerates GPU nodes."""
+    default = render(helm)
+    plugin = default.one("DaemonSet", "gpushare-kubelet-plugin")["spec"]["updateStrategy"]
+    assert plugin["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+    controller = default.one("Deployment", "gpushare-controller")["spec"]["template"]["spec"]
+    assert controller["priorityClassName"] == "system-cluster-critical"
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in controller[
+        "tolerations"
+    ]
+    faster = {"kubeletPlugin": {"updateStrategy": {"maxSurge": "10%", "maxUnavailable": 0}}}
+    rolled = render(helm, faster).one("DaemonSet", "gpushare-kubelet-plugin")["spec"]
+    assert rolled["updateStrategy"]["rollingUpdate"] == {"maxSurge": "10%", "maxUnavailable": 0}
