@@ -20,7 +20,6 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any, Final
 
 from dra_driver.api import Backend, DriverNames
@@ -42,7 +41,7 @@ from dra_driver.k8s.events import EventSink, EventType
 from dra_driver.k8s.informer import object_key
 from dra_driver.k8s.reconcile import Requeue
 from dra_driver.k8s.scheduling import node_selector_matches, pinned_node
-from dra_driver.k8s.timestamps import rfc3339
+from dra_driver.k8s.timestamps import epoch_seconds, rfc3339
 from dra_driver.logging import bound, get_logger
 from dra_driver.structured.configshares import SCHEDULER_FINALIZER
 
@@ -212,7 +211,7 @@ class Allocator:
         created = (pod.get("metadata") or {}).get("creationTimestamp")
         if created:
             self._metrics.allocation_latency_seconds.observe(
-                max(0.0, self._clock() - _epoch(created))
+                max(0.0, self._clock() - epoch_seconds(created))
             )
         log.info("allocation.ungated")
 
@@ -394,7 +393,3 @@ def _consumed(result: Object) -> str:
     if not consumed:
         return "whole device"
     return ", ".join(f"{name} {value}" for name, value in sorted(consumed.items()))
-
-
-def _epoch(timestamp: str) -> float:
-    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()

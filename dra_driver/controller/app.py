@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from typing import Any, Final
 
 from kubernetes import client
@@ -18,7 +19,7 @@ from prometheus_client import CollectorRegistry
 from dra_driver.api import Backend, DriverNames
 from dra_driver.controller.allocator import CATCH_UP, Allocator
 from dra_driver.controller.engine import Policy
-from dra_driver.controller.metrics import CardCollector, ControllerMetrics
+from dra_driver.controller.metrics import CardCollector, ControllerMetrics, GatedCollector
 from dra_driver.controller.releaser import Releaser
 from dra_driver.controller.settings import ControllerSettings
 from dra_driver.controller.view import ClusterView
@@ -71,6 +72,7 @@ class Controller:
             api_client, names, self._on_change, share_plain=settings.share_whole_only_cards
         )
         registry.register(CardCollector(self.view.cached_snapshot))
+        registry.register(GatedCollector(self.view.pods.list, names.scheduling_gate, time.time))
         register_silence(registry, self.loops)
         writer = ClaimWriter(api_client, names.finalizer)
         self._events = EventSender(EventRecorder(api_client, COMPONENT))

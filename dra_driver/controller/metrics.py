@@ -8,15 +8,19 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 from collections.abc import Callable, Iterator
-from typing import Final
+from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from dra_driver.controller.engine import Device, Snapshot
+from dra_driver.k8s import objects
+from dra_driver.k8s.timestamps import epoch_seconds
 
 _PREFIX: Final = "gpushare_controller"
+
+Object = dict[str, Any]
 _LATENCY_BUCKETS: Final = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
@@ -112,3 +116,36 @@ def _sharing(device: Device) -> str:
     if device.shareable:
         return _SHARING_MODES[0]
     return _SHARING_MODES[1] if device.plain else _SHARING_MODES[2]
+
+
+class GatedCollector(Collector):
+    """Exports how many pods wait behind this driver's scheduling gate, and the oldest's age.
+
+    A pod the controller cannot place keeps the gate; one gated for long is a card shortage,
+    a quota, or a claim nothing can satisfy, which the alerts report.
+    """
+
+    def __init__(
+        self, pods: Callable[[], list[Object]], gate: str, clock: Callable[[], float]
+    ) -> None:
+        self._pods, self._gate, self._clock = pods, gate, clock
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        """Yield the count and the oldest age, from the controller's pod cache."""
+        now = self._clock()
+        created = [
+            epoch_seconds(str(pod["metadata"]["creationTimestamp"]))
+            for pod in self._pods()
+            if objects.has_scheduling_gate(pod, self._gate)
+            and (pod.get("metadata") or {}).get("creationTimestamp")
+        ]
+        yield GaugeMetricFamily(
+            f"{_PREFIX}_gated_pods",
+            "Pods still held by this driver's scheduling gate",
+            len(created),
+        )
+        yield GaugeMetricFamily(
+            f"{_PREFIX}_oldest_gated_pod_seconds",
+            "Seconds since the oldest pod still held by this driver's gate was created; 0: none",
+            max((max(0.0, now - c) for c in created), default=0.0),
+        )

@@ -13,7 +13,7 @@ import pytest
 from deploy.chartkit import CHART, MATRIX, Rendered, deep_merge, render
 from prometheus_client import CollectorRegistry
 
-from dra_driver.controller.metrics import CardCollector, ControllerMetrics
+from dra_driver.controller.metrics import CardCollector, ControllerMetrics, GatedCollector
 from dra_driver.kubeletplugin.metrics import PluginMetrics, ShareCollector
 from dra_driver.metrics import ObservabilityServer
 from dra_driver.metrics.watchdog import register_silence
@@ -32,6 +32,7 @@ def exported() -> set[str]:
     registry = CollectorRegistry()
     ControllerMetrics(registry)
     registry.register(CardCollector(lambda: None))
+    registry.register(GatedCollector(list, "gate", lambda: 0.0))
     WebhookMetrics(registry)
     PluginMetrics(registry)
     registry.register(ShareCollector("node-1", list, dict))
@@ -72,12 +73,16 @@ def test_defaults_render_neither_rules_nor_dashboard(rendered: Callable[[str], R
     ]
 
 
-def test_the_five_alerts_are_there_with_severity_and_text(monitoring: Rendered) -> None:
-    """Plugin not ready, prepare errors, no leader, no consumable capacity, unread regions."""
+def test_the_nine_alerts_are_there_with_severity_and_text(monitoring: Rendered) -> None:
+    """Every alert the chart documents is rendered, with a severity and texts of its own."""
     found = {rule["alert"]: rule for rule in rules(monitoring)}
     assert set(found) == {
         "GpushareKubeletPluginNotReady",
         "GpusharePrepareErrors",
+        "GpushareUnprepareErrors",
+        "GpushareCardUnhealthy",
+        "GpusharePodsGatedTooLong",
+        "GpushareWebhookErrors",
         "GpushareControllerWithoutLeader",
         "GpushareConsumableCapacityUnsupported",
         "GpushareHamiRegionNotUnderstood",
@@ -99,6 +104,14 @@ def test_whole_only_cards_are_critical_only_when_the_controller_will_not_share_t
         alert = found["GpushareConsumableCapacityUnsupported"]
         assert alert["labels"]["severity"] == severity
         assert ("The controller shares these cards" in alert["annotations"]["description"]) is share
+
+
+def test_the_gated_alert_waits_the_minutes_the_values_give(helm: Path) -> None:
+    """metrics.prometheusRule.gatedMinutes sets the age past which a gated pod is an alert."""
+    values = deep_merge(MATRIX["monitoring"], {"metrics": {"prometheusRule": {"gatedMinutes": 40}}})
+    found = {rule["alert"]: rule for rule in rules(render(helm, values))}
+    assert found["GpusharePodsGatedTooLong"]["expr"].endswith("> 2400")
+    assert "more than 40 minutes" in found["GpusharePodsGatedTooLong"]["annotations"]["summary"]
 
 
 def test_every_alert_is_valid_promql_over_exported_series(
