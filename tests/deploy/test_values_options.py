@@ -375,3 +375,37 @@ def test_the_plugin_rollout_and_the_controller_scheduling_follow_the_values(helm
     faster = {"kubeletPlugin": {"updateStrategy": {"maxSurge": "10%", "maxUnavailable": 0}}}
     rolled = render(helm, faster).one("DaemonSet", "gpushare-kubelet-plugin")["spec"]
     assert rolled["updateStrategy"]["rollingUpdate"] == {"maxSurge": "10%", "maxUnavailable": 0}
+
+
+def test_network_policies_admit_only_the_webhook_metrics_api_server_and_dns(helm: Path) -> None:
+    """networkPolicy.enabled: one policy per component, with exactly the documented traffic."""
+    assert render(helm).of_kind("NetworkPolicy") == []
+    api_server = [{"ipBlock": {"cidr": "10.0.0.1/32"}}]
+    prometheus = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "mon"}}}]
+    values = {
+        "networkPolicy": {
+            "enabled": True,
+            "metricsFrom": prometheus,
+            "webhookFrom": api_server,
+            "apiServer": {"ports": [6443], "to": api_server},
+        }
+    }
+    rendered = render(helm, values)
+    policies = {p["metadata"]["name"]: p["spec"] for p in rendered.of_kind("NetworkPolicy")}
+    assert set(policies) == {"gpushare-controller", "gpushare-kubelet-plugin"}
+    for version in KUBE_VERSIONS:
+        for policy in rendered.of_kind("NetworkPolicy"):
+            kubernetes_validate.validate(policy, version, strict=True)
+    controller, plugin = policies["gpushare-controller"], policies["gpushare-kubelet-plugin"]
+    assert controller["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "controller"
+    assert controller["ingress"] == [
+        {"ports": [{"port": "metrics", "protocol": "TCP"}], "from": prometheus},
+        {"ports": [{"port": "webhook", "protocol": "TCP"}], "from": api_server},
+    ]
+    assert plugin["ingress"] == [controller["ingress"][0]]
+    for spec in (controller, plugin):
+        assert spec["policyTypes"] == ["Ingress", "Egress"]
+        assert spec["egress"] == [
+            {"ports": [{"port": 6443, "protocol": "TCP"}], "to": api_server},
+            {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]},
+        ]
