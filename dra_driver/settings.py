@@ -8,8 +8,11 @@ as ``--kebab-case`` flag and as an ``UPPER_SNAKE_CASE`` environment variable.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 from typing import Final, TypeVar
+
+import yaml
 
 from dra_driver.api.driver import DEFAULT_DRIVER_NAME
 from dra_driver.logging import LOG_LEVELS, LogFormat
@@ -74,8 +77,36 @@ class CommonSettings:
     )
 
 
+OUTPUT_FORMATS: Final = ("table", "json", "yaml")
+"""What ``-o`` takes in every tool: ``table`` for people, the same document as JSON or YAML."""
+
+
+def output_flag() -> str:
+    """Declare a tool's ``-o/--output`` field: the same three choices everywhere."""
+    return flag(
+        "table",
+        "output format: table (for people), or the same document as json or yaml",
+        choices=OUTPUT_FORMATS,
+        short="-o",
+    )
+
+
+def as_document(document: object, output: str) -> str:
+    """Render a report's document in ``output``, ``json`` or ``yaml``."""
+    if output == "yaml":
+        return yaml.safe_dump(document, sort_keys=False, allow_unicode=True).rstrip("\n")
+    return json.dumps(document, indent=2)
+
+
+@dataclasses.dataclass(frozen=True)
+class CompletionSettings:
+    """Shell completion."""
+
+    shell: str = flag("bash", "the shell to complete in", choices=("bash", "zsh"), positional=True)
+
+
 @dataclasses.dataclass(frozen=True)
 class OutputSettings:
     """Output of reporting commands."""
 
-    output: str = flag("text", "output format", choices=("text", "json"), short="-o")
+    output: str = output_flag()

@@ -7,7 +7,6 @@ controller's engine, the webhook or the planner it never runs.
 
 from __future__ import annotations
 
-import json
 import platform
 import sys
 from importlib import metadata
@@ -25,7 +24,7 @@ from dra_driver.metrics.settings import ObservabilitySettings
 from dra_driver.ops.settings import CleanupSettings, StatusSettings
 from dra_driver.plan.errors import PlanInputError
 from dra_driver.plan.settings import PlanSettings
-from dra_driver.settings import OutputSettings
+from dra_driver.settings import OutputSettings, as_document
 from dra_driver.webhook.settings import WebhookSettings
 
 if TYPE_CHECKING:
@@ -64,9 +63,10 @@ def version(invocation: Invocation) -> int:
         "python": platform.python_version(),
     }
     libraries = {name: _distribution_version(name) for name in _REPORTED_DISTRIBUTIONS}
-    if invocation.settings(OutputSettings).output == "json":
+    output = invocation.settings(OutputSettings).output
+    if output != "table":
         report = {"version": __version__, **facts, "libraries": libraries}
-        print(json.dumps(report, indent=2))  # noqa: T201
+        print(as_document(report, output))  # noqa: T201
         return 0
     print(f"gpushare-dra {__version__}")  # noqa: T201
     for key, value in (facts | libraries).items():

@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from dra_driver import __version__
 from dra_driver.api import DriverNames, InvalidDriverNameError
-from dra_driver.cli import commands
+from dra_driver.cli import commands, completion
 from dra_driver.cli.command import ENTRY_POINT_GROUP, TOOL_ENV_PREFIX, Command, Invocation
 from dra_driver.cli.flags import SettingsError, add_settings_arguments, settings_from_arguments
 from dra_driver.controller.settings import ControllerSettings
@@ -23,7 +23,7 @@ from dra_driver.logging import bind, configure_logging
 from dra_driver.metrics.settings import ObservabilitySettings
 from dra_driver.ops.settings import CleanupSettings, StatusSettings
 from dra_driver.plan.settings import PlanSettings
-from dra_driver.settings import CommonSettings, OutputSettings
+from dra_driver.settings import CommonSettings, CompletionSettings, OutputSettings
 from dra_driver.webhook.settings import WebhookSettings
 
 PROG: Final = "gpushare-dra"
@@ -83,6 +83,13 @@ COMMANDS: Final = (
     Command(
         "version", "print version information", (OutputSettings,), commands.version, TOOL_ENV_PREFIX
     ),
+    Command(
+        "completion",
+        "print a shell completion script: source <(gpushare-dra completion bash), or zsh",
+        (CompletionSettings,),
+        lambda invocation: _completion(invocation),  # noqa: PLW0108 - defined below
+        TOOL_ENV_PREFIX,
+    ),
 )
 
 
@@ -122,17 +129,19 @@ def available_commands() -> tuple[Command, ...]:
     return tuple(found)
 
 
-def build_parser(available: Sequence[Command] | None = None) -> argparse.ArgumentParser:
+def build_parser(
+    available: Sequence[Command] | None = None, prog: str = PROG
+) -> argparse.ArgumentParser:
     """Build the full parser; every flag also reads its UPPER_SNAKE_CASE env variable."""
     parser = argparse.ArgumentParser(
-        prog=PROG,
+        prog=prog,
         description="Kubernetes DRA driver that shares NVIDIA GPUs by cores and memory.",
         epilog="Every flag can also be set by an environment variable of the same name in "
         "upper snake case: e.g. --node-name / NODE_NAME for the components (controller, "
         "kubelet-plugin, webhook), --output / GPUSHARE_OUTPUT for the tools. A flag wins over "
         "the variable.",
     )
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    parser.add_argument("--version", action="version", version=f"{prog} {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in available_commands() if available is None else available:
         sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
@@ -142,21 +151,29 @@ def build_parser(available: Sequence[Command] | None = None) -> argparse.Argumen
     return parser
 
 
-def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
-    """Run ``gpushare-dra``; returns the process exit status."""
+def main(
+    argv: Sequence[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    prog: str = PROG,
+) -> int:
+    """Run ``gpushare-dra`` (or ``prog``, as it is called); returns the process exit status."""
     environ = os.environ if environ is None else environ
     available = available_commands()
     args = list(sys.argv[1:] if argv is None else argv)
     missing = EXTENSIONS.get(args[0]) if args else None
     if missing is not None and all(c.name != args[0] for c in available):
-        print(f"{PROG} {args[0]}: error: `{args[0]}` needs {missing}", file=sys.stderr)  # noqa: T201
+        print(f"{prog} {args[0]}: error: `{args[0]}` needs {missing}", file=sys.stderr)  # noqa: T201
         return commands.EXIT_FAILURE
-    parser = build_parser(available)
+    mistyped = _mistyped(args, available, prog)
+    if mistyped is not None:
+        print(mistyped, file=sys.stderr)  # noqa: T201
+        return EXIT_USAGE
+    parser = build_parser(available, prog)
     namespace, extra = parser.parse_known_args(args)
     command = next(c for c in available if c.name == namespace.command)
     if extra:
-        problem = _unknown(extra, parser, command.name)
-        print(f"{PROG} {command.name}: error: {problem}", file=sys.stderr)  # noqa: T201
+        problem = _unknown(extra, parser, command.name, prog)
+        print(f"{prog} {command.name}: error: {problem}", file=sys.stderr)  # noqa: T201
         return EXIT_USAGE
     try:
         common = settings_from_arguments(
@@ -168,7 +185,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             # Resolve everything up front: a bad setting fails before anything starts.
             invocation.settings(settings_class)
     except (SettingsError, InvalidDriverNameError) as exc:
-        print(f"{PROG} {command.name}: error: {exc}", file=sys.stderr)  # noqa: T201
+        print(f"{prog} {command.name}: error: {exc}", file=sys.stderr)  # noqa: T201
         return EXIT_USAGE
     configure_logging(level=common.log_level, fmt=common.log_format)
     bind(component=command.name, driver=names.driver)
@@ -182,7 +199,19 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     return status
 
 
-def _unknown(extra: Sequence[str], parser: argparse.ArgumentParser, command: str) -> str:
+def _mistyped(args: Sequence[str], available: Sequence[Command], prog: str) -> str | None:
+    """Return the error for a command name that is none of ours, with the closest one."""
+    if not args or args[0].startswith("-"):
+        return None
+    names = [c.name for c in available]
+    if args[0] in names:
+        return None
+    close = difflib.get_close_matches(args[0], names, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else f"; the commands: {', '.join(names)}"
+    return f"{prog}: error: unknown command {args[0]!r}{hint} (see {prog} --help)"
+
+
+def _unknown(extra: Sequence[str], parser: argparse.ArgumentParser, command: str, prog: str) -> str:
     """Name what the command does not take, suggesting the flag most like each mistyped one."""
     # argparse has no public way to list a subcommand's options.
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -192,7 +221,14 @@ def _unknown(extra: Sequence[str], parser: argparse.ArgumentParser, command: str
         close = difflib.get_close_matches(token.split("=", 1)[0], options, n=1)
         hint = f" (did you mean {close[0]}?)" if token.startswith("-") and close else ""
         problems.append(f"unrecognized argument {token}{hint}")
-    return "; ".join(problems) + f"; see {PROG} {command} --help"
+    return "; ".join(problems) + f"; see {prog} {command} --help"
+
+
+def _completion(invocation: Invocation) -> int:
+    """Print the completion script of every command, this process's add-ons included."""
+    shell = invocation.settings(CompletionSettings).shell
+    print(completion.script(build_parser(), shell, (PROG, "kubectl-gpushare")), end="")  # noqa: T201
+    return 0
 
 
 def kubectl_plugin(argv: Sequence[str] | None = None) -> int:
@@ -200,4 +236,4 @@ def kubectl_plugin(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or (args[0].startswith("-") and args[0] not in ("-h", "--help", "--version")):
         args = ["status", *args]
-    return main(args)
+    return main(args, prog="kubectl gpushare")

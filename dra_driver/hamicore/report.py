@@ -7,7 +7,6 @@ this driver knows; nothing is ever written.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from pathlib import Path
@@ -17,6 +16,7 @@ from dra_driver.hamicore.feedback import ENFORCED, SUSPENDED
 from dra_driver.hamicore.layout import FILE_TAIL, REGION_SIZE
 from dra_driver.hamicore.region import Region, RegionError, decode_region, region_to_json
 from dra_driver.nvml.inventory import format_quantity
+from dra_driver.settings import as_document
 
 _MIB: Final = 1 << 20
 
@@ -49,9 +49,9 @@ def _bytes(value: int) -> str:
 
 
 def render(region: Region, output: str) -> str:
-    """Return the region as text (``text``) or as a JSON document (``json``)."""
-    if output == "json":
-        return json.dumps(region_to_json(region), indent=2)
+    """Return the region as text (``table``) or as a JSON or YAML document."""
+    if output != "table":
+        return as_document(region_to_json(region), output)
     lines = [
         f"region version {region.major_version}.{region.minor_version}, "
         f"{region.device_num} card(s), {region.proc_num} process(es)",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from dra_driver.settings import flag
+from dra_driver.settings import flag, output_flag
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,4 +18,4 @@ class RegionSettings:
         "/var/lib/kubelet/plugins/<driver>/hami/claims/<claim UID>/<request>.cache",
         positional=True,
     )
-    output: str = flag("text", "output format", choices=("text", "json"), short="-o")
+    output: str = output_flag()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Final, TextIO
 
@@ -15,6 +14,7 @@ from dra_driver.k8s.errors import ApiError
 from dra_driver.ops.cleanup import Cleaner, CleanupError
 from dra_driver.ops.settings import CleanupSettings, StatusSettings
 from dra_driver.ops.status import cluster_status, render
+from dra_driver.settings import as_document
 
 EXIT_FAILURE: Final = 1
 EXIT_USAGE: Final = 2
@@ -59,10 +59,10 @@ def cleanup(names: DriverNames, settings: CleanupSettings) -> int:
         except ApiError as exc:
             print(f"gpushare-dra cleanup: error: the API server failed: {exc}", file=err)
             return EXIT_FAILURE
-    if settings.output == "json":
-        print(json.dumps(report.to_json(), indent=2), file=out)
-    else:
+    if settings.output == "table":
         print(report.text(names), file=out)
+    else:
+        print(as_document(report.to_json(), settings.output), file=out)
     return 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from dra_driver.settings import flag
+from dra_driver.settings import flag, output_flag
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +28,7 @@ class CleanupSettings:
     )
     wait_timeout: float = flag(120.0, "seconds to wait for those pods before giving up (exit 1)")
     dry_run: bool = flag(False, "say what would be changed; change nothing")
-    output: str = flag("text", "output format", choices=("text", "json"), short="-o")
+    output: str = output_flag()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,4 +42,4 @@ class StatusSettings:
         standard_env=True,
     )
     context: str | None = flag(None, "kubeconfig context to use (default: its current context)")
-    output: str = flag("table", "output format", choices=("table", "json"), short="-o")
+    output: str = output_flag()

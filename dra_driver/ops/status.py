@@ -9,7 +9,6 @@ made it: a result without a shareID takes the whole card, a share its consumedCa
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
@@ -18,6 +17,7 @@ from dra_driver.api import DriverNames
 from dra_driver.k8s import objects
 from dra_driver.k8s.informer import object_key
 from dra_driver.k8s.quantity import QuantityError, QuantityFormat, format_quantity, parse_quantity
+from dra_driver.settings import as_document
 from dra_driver.structured.configshares import counted_claims, slice_capacities
 
 Object = dict[str, Any]
@@ -234,9 +234,9 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 
 def render(status: Status, output: str) -> str:
-    """Return the view as a table (for people) or JSON."""
-    if output == "json":
-        return json.dumps(to_json(status), indent=2)
+    """Return the view as a table (for people), or as a JSON or YAML document."""
+    if output != "table":
+        return as_document(to_json(status), output)
     if not status.cards:
         lines = ["no cards published by this driver (is the kubelet plugin running on GPU nodes?)"]
     else:

@@ -30,7 +30,6 @@ held whole, without a share.
 
 from __future__ import annotations
 
-import json
 import textwrap
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -38,6 +37,7 @@ from typing import Any, Final
 
 from dra_driver.k8s.quantity import QuantityFormat, format_quantity
 from dra_driver.plan.planner import CardUse, Outcome, Plan, PodPlan, PolicyPlan, Share
+from dra_driver.settings import as_document
 
 Object = dict[str, Any]
 
@@ -114,7 +114,12 @@ def _policy_json(result: PolicyPlan) -> Object:
 
 def render_json(plan: Plan) -> str:
     """Return the plan as the JSON document described above."""
-    document = {
+    return as_document(plan_document(plan), "json")
+
+
+def plan_document(plan: Plan) -> Object:
+    """Return the plan as the document described above (``-o json`` and ``-o yaml``)."""
+    return {
         "kind": "CapacityPlan",
         "driver": plan.driver,
         "cluster": plan.cluster,
@@ -124,7 +129,6 @@ def render_json(plan: Plan) -> str:
         "refused": plan.refused,
         "policies": [_policy_json(result) for result in plan.policies],
     }
-    return json.dumps(document, indent=2)
 
 
 # -- table ----------------------------------------------------------------------------------
@@ -263,4 +267,4 @@ def render_table(plan: Plan) -> str:
 
 def render(plan: Plan, output: str) -> str:
     """Return the plan in ``output`` format: ``table`` or ``json``."""
-    return render_json(plan) if output == "json" else render_table(plan)
+    return render_table(plan) if output == "table" else as_document(plan_document(plan), output)

@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from dra_driver.nvml.inventory import BUILTIN_INVENTORIES
-from dra_driver.settings import flag
+from dra_driver.settings import flag, output_flag
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +28,7 @@ class PlanSettings:
     policy: str = flag(
         "both", "placement at every level to plan with", choices=("binpack", "spread", "both")
     )
-    output: str = flag("table", "output format", choices=("table", "json"), short="-o")
+    output: str = output_flag()
     consumable_capacity: bool = flag(
         True,
         "false: plan the inventory as a cluster without DRAConsumableCapacity (Kubernetes "

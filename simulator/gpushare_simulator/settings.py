@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from dra_driver.nvml.inventory import BUILTIN_INVENTORIES
-from dra_driver.settings import flag
+from dra_driver.settings import flag, output_flag
 
 SCENARIO_NAMES = ("whole-card", "sharing", "placement", "isolation", "online-offline", "bad-input")
 DEFAULT_INVENTORY = "qgpu-runbook"
@@ -38,7 +38,7 @@ class SimulateSettings:
         "controller's (online spread, offline binpack, nodes binpack)",
         choices=("binpack", "spread"),
     )
-    output: str = flag("table", "output format", choices=("table", "json"), short="-o")
+    output: str = output_flag()
     kube_binaries: Path | None = flag(
         None,
         "run on a real control plane instead of the fake API server: a directory holding etcd, "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -10,11 +11,14 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from dra_driver import __version__
 from dra_driver.cli import main as cli_main
 from dra_driver.cli.flags import env_name
 from dra_driver.cli.main import COMMANDS, available_commands, build_parser, main
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SUBCOMMANDS = (
     "controller",
@@ -25,6 +29,7 @@ SUBCOMMANDS = (
     "cleanup",
     "region",
     "version",
+    "completion",
 )
 
 
@@ -76,8 +81,8 @@ def test_tools_read_only_their_prefixed_variables(capsys: pytest.CaptureFixture[
     assert capsys.readouterr().out.startswith("gpushare-dra ")
     assert main(["version"], environ={"GPUSHARE_OUTPUT": "json"}) == 0
     assert json.loads(capsys.readouterr().out)["driver"] == "gpushare.dra.dev"
-    assert main(["version"], environ={"GPUSHARE_OUTPUT": "yaml"}) == 2
-    assert "GPUSHARE_OUTPUT: invalid value 'yaml'" in capsys.readouterr().err
+    assert main(["version"], environ={"GPUSHARE_OUTPUT": "xml"}) == 2
+    assert "GPUSHARE_OUTPUT: invalid value 'xml'" in capsys.readouterr().err
 
 
 def test_components_keep_reading_the_variables_the_chart_sets() -> None:
@@ -240,3 +245,44 @@ def test_a_mistyped_flag_is_refused_with_the_closest_one(
     assert "(did you mean --policy?)" in err
     assert main(["version", "stray"], environ={}) == 2
     assert "unrecognized argument stray; see gpushare-dra version --help" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("tool", ["version", "plan", "region"])
+def test_every_tool_prints_the_same_document_as_json_and_yaml(
+    tool: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-o takes table, json and yaml in every tool; json and yaml hold the same document."""
+    region = tmp_path / "region.cache"
+    region.write_bytes(gzip.decompress((ROOT / "tests/data/hami-core/region.bin.gz").read_bytes()))
+    argv = {
+        "version": ["version"],
+        "plan": ["plan", "--inventory", "qgpu-runbook", "--workload",
+                 str(ROOT / "deploy/examples/sharing.yaml")],
+        "region": ["region", str(region)],
+    }[tool]  # fmt: skip
+    assert main([*argv, "-o", "json"], environ={}) == 0
+    as_json = json.loads(capsys.readouterr().out)
+    assert main([*argv, "-o", "yaml"], environ={}) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == as_json
+
+
+def test_a_mistyped_command_is_a_usage_error_with_the_closest_name(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`simluate` exits 2 suggesting simulate; kubectl gpushare names itself in its errors."""
+    assert main(["simluate"], environ={}) == 2
+    assert capsys.readouterr().err.strip() == (
+        "gpushare-dra: error: unknown command 'simluate'; did you mean 'simulate'? "
+        "(see gpushare-dra --help)"
+    )
+    assert cli_main.kubectl_plugin(["stauts"]) == 2
+    assert "kubectl gpushare: error: unknown command 'stauts'; did you mean 'status'?" in (
+        capsys.readouterr().err
+    )
+
+
+def test_kubectl_gpushare_help_names_kubectl_gpushare(capsys: pytest.CaptureFixture[str]) -> None:
+    """The plugin's usage line is the command the user typed, not gpushare-dra's."""
+    with pytest.raises(SystemExit):
+        cli_main.kubectl_plugin(["--help"])
+    assert capsys.readouterr().out.startswith("usage: kubectl gpushare [-h]")

@@ -29,7 +29,7 @@ from gpushare_simulator.harness.kubebin import KubeBinaries
 from gpushare_simulator.settings import SimulateSettings
 from gpushare_simulator.simulate.manifests import Manifest, ManifestError, load_manifest
 from gpushare_simulator.simulate.progress import Progress
-from gpushare_simulator.simulate.render import render_json, render_table
+from gpushare_simulator.simulate.render import render_document, render_table
 from gpushare_simulator.simulate.runner import Runner, ScenarioReport, SimulationError
 from gpushare_simulator.simulate.scenarios import SCENARIOS, Scenario
 from gpushare_simulator.simulate.sizes import sized_run
@@ -208,14 +208,14 @@ def _render(
         "offline": str(controller.gpu_placement_offline),
         "node": str(controller.node_placement),
     }
-    if settings.output == "json":
+    if settings.output != "table":
         header = {
             "driver": names.driver,
             "inventory": description,
             "kubernetes": plane,
             "policy": policy,
         }
-        return render_json(header, reports, seconds) + "\n"
+        return render_document(header, reports, seconds, settings.output) + "\n"
     intro = [
         "gpushare-dra simulate: the real controller, webhook and kubelet plugins on fake GPUs",
         f"cluster:   {description} (driver {names.driver})",

@@ -45,13 +45,13 @@ seconds after the step's actions (``held``, ``resumed``, ``kernels held``,
 
 from __future__ import annotations
 
-import json
 import textwrap
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, Final
 
 from dra_driver.k8s.quantity import QuantityFormat, format_quantity
+from dra_driver.settings import as_document
 from gpushare_simulator.simulate.cards import CardUse
 from gpushare_simulator.simulate.cudawork import TaskFact
 from gpushare_simulator.simulate.observe import PodFact, ShareFact
@@ -151,8 +151,10 @@ def _step_json(step: StepReport) -> Object:
     }
 
 
-def render_json(header: Object, reports: Sequence[ScenarioReport], seconds: float) -> str:
-    """Return the report as a JSON document; ``header``: driver, inventory, kubernetes, policy."""
+def render_document(
+    header: Object, reports: Sequence[ScenarioReport], seconds: float, output: str
+) -> str:
+    """Return the report as a JSON or YAML document; ``header``: driver, inventory, policy."""
     document = {
         "kind": "Simulation",
         **header,
@@ -170,7 +172,7 @@ def render_json(header: Object, reports: Sequence[ScenarioReport], seconds: floa
             for report in reports
         ],
     }
-    return json.dumps(document, indent=2)
+    return as_document(document, output)
 
 
 # -- table ----------------------------------------------------------------------------------
