@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import platform
 import sys
+from collections.abc import Callable
 from importlib import metadata
 from typing import TYPE_CHECKING, Final
 
@@ -161,6 +162,18 @@ def cleanup(invocation: Invocation) -> int:
     return ops_command.cleanup(invocation.names, invocation.settings(CleanupSettings))
 
 
+def _terminal_progress() -> Callable[[str], None] | None:
+    """On a terminal, one stderr line rewritten in place; elsewhere nothing (logs stay clean)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(text: str) -> None:
+        sys.stderr.write(f"\r\033[K{text}")
+        sys.stderr.flush()
+
+    return show
+
+
 def plan(invocation: Invocation) -> int:
     """Print where the workload would land; exit 3 if anything would be refused.
 
@@ -171,9 +184,14 @@ def plan(invocation: Invocation) -> int:
 
     flags = settings_from_arguments(PlanSettings, invocation.namespace, {})
     try:
-        report, refused = plan_command.run(
-            invocation.names, invocation.settings(PlanSettings), flags
-        )
+        progress = _terminal_progress()
+        try:
+            report, refused = plan_command.run(
+                invocation.names, invocation.settings(PlanSettings), flags, progress
+            )
+        finally:
+            if progress is not None:
+                sys.stderr.write("\r\033[K")  # the report starts on a clean line
     except PlanInputError as exc:
         print(f"gpushare-dra plan: error: {exc}", file=sys.stderr)  # noqa: T201
         return EXIT_USAGE

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from dra_driver.api import DriverNames, Placement
 from dra_driver.plan.cluster import ClusterObjects
 from dra_driver.plan.errors import PlanInputError
@@ -34,7 +36,12 @@ def _cluster(names: DriverNames, settings: PlanSettings, flags: PlanSettings) ->
     raise PlanInputError("give --inventory FILE|NAME (a fake GPU inventory) or --kubeconfig FILE")
 
 
-def run(names: DriverNames, settings: PlanSettings, flags: PlanSettings) -> tuple[str, bool]:
+def run(
+    names: DriverNames,
+    settings: PlanSettings,
+    flags: PlanSettings,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[str, bool]:
     """Plan; return the report in the chosen format and whether anything would be refused.
 
     Raise :class:`PlanInputError` for input that cannot be used; a failing API server
@@ -45,5 +52,5 @@ def run(names: DriverNames, settings: PlanSettings, flags: PlanSettings) -> tupl
     workload = load_workload(settings.workload)
     cluster = _cluster(names, settings, flags)
     policies = list(Placement) if settings.policy == "both" else [Placement(settings.policy)]
-    plan = make_plan(names, cluster, workload, policies)
-    return render(plan, settings.output), plan.refused
+    plan = make_plan(names, cluster, workload, policies, progress)
+    return render(plan, settings.output, summary=settings.summary), plan.refused

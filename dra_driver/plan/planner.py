@@ -39,6 +39,7 @@ Object = dict[str, Any]
 
 # A plan never runs anything; a fixed stamp keeps its claims (and any report) reproducible.
 ALLOCATION_TIMESTAMP: Final = "1970-01-01T00:00:00Z"
+_PROGRESS_EVERY: Final = 100
 
 
 class Outcome(enum.StrEnum):
@@ -311,16 +312,24 @@ def make_plan(
     cluster: ClusterObjects,
     workload: Workload,
     policies: Sequence[Placement],
+    progress: Callable[[str], None] | None = None,
 ) -> Plan:
-    """Place ``workload`` on ``cluster`` under each of ``policies``."""
+    """Place ``workload`` on ``cluster`` under each of ``policies``.
+
+    ``progress`` hears how far the placing is, every hundred pods and at each policy's end.
+    """
     cluster = cluster.with_classes(workload.classes)
     refused = refusals(names, cluster, workload)
     baseline = cluster.snapshot(names)
     results = []
     for policy in policies:
         run = _PolicyRun(cluster.snapshot(names), baseline, policy, refused)
-        pods = tuple(run.place(pod) for pod in workload.pods)
-        results.append(PolicyPlan(policy, pods, run.cards()))
+        pods = []
+        for done, pod in enumerate(workload.pods, start=1):
+            pods.append(run.place(pod))
+            if progress is not None and (done % _PROGRESS_EVERY == 0 or done == len(workload.pods)):
+                progress(f"{policy.value}: {done}/{len(workload.pods)} pods placed")
+        results.append(PolicyPlan(policy, tuple(pods), run.cards()))
     unused = _unused_problems(baseline, workload, refused)
     return Plan(
         names.driver,

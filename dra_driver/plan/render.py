@@ -242,8 +242,11 @@ def summary_line(plan: Plan) -> str:
     return text
 
 
-def render_table(plan: Plan) -> str:
-    """Return the plan as a table: pods by policy, then cards by policy, then the summary."""
+def render_table(plan: Plan, *, summary: bool = False) -> str:
+    """Return the plan as a table: pods by policy, then cards by policy, then the summary.
+
+    ``summary``: only the pods some policy does not place, and the cards counted, not listed.
+    """
     policies = [result.policy.value for result in plan.policies]
     lines = [f"workload: {plan.workload}", f"cluster:  {plan.cluster} (driver {plan.driver})"]
     lines += [f"warning: {problem}" for problem in plan.problems]
@@ -254,17 +257,30 @@ def render_table(plan: Plan) -> str:
     rows: list[list[str]] = [header]
     breaks: dict[int, list[str]] = {}
     for pods in zip(*(result.pods for result in plan.policies), strict=True):
+        if summary and all(p.outcome in (Outcome.PLACED, Outcome.NOT_OURS) for p in pods):
+            continue
         rows += _pod_rows(pods)
         breaks[len(rows)] = _reasons(pods, policies)
-    for index, line in enumerate(_aligned(rows), start=1):
-        lines.append(line)
-        lines += breaks.get(index, [])
-    lines.append("")
-    lines += _cards(plan, header)
+    if len(rows) > 1:
+        for index, line in enumerate(_aligned(rows), start=1):
+            lines.append(line)
+            lines += breaks.get(index, [])
+        lines.append("")
+    if summary:
+        lines.append("cards used: " + ", ".join(_used(result) for result in plan.policies))
+    else:
+        lines += _cards(plan, header)
     lines += ["", summary_line(plan)]
     return "\n".join(lines)
 
 
-def render(plan: Plan, output: str) -> str:
-    """Return the plan in ``output`` format: ``table`` or ``json``."""
-    return render_table(plan) if output == "table" else as_document(plan_document(plan), output)
+def _used(result: PolicyPlan) -> str:
+    used = sum(1 for card in result.cards if card.whole or card.shares)
+    return f"{used}/{len(result.cards)} ({result.policy.value})"
+
+
+def render(plan: Plan, output: str, *, summary: bool = False) -> str:
+    """Return the plan in ``output`` format: ``table``, ``json`` or ``yaml``."""
+    if output == "table":
+        return render_table(plan, summary=summary)
+    return as_document(plan_document(plan), output)

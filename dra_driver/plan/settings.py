@@ -29,6 +29,11 @@ class PlanSettings:
         "both", "placement at every level to plan with", choices=("binpack", "spread", "both")
     )
     output: str = output_flag()
+    summary: bool = flag(
+        False,
+        "table: list only the pods some policy does not place (with why), and count the cards "
+        "used instead of listing them; for workloads of thousands of pods",
+    )
     consumable_capacity: bool = flag(
         True,
         "false: plan the inventory as a cluster without DRAConsumableCapacity (Kubernetes "

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 
-from plan.builders import EXAMPLE, dump, plan_of, pod, template
+from plan.builders import EXAMPLE, NAMES, deployment, dump, plan_of, pod, template
 
 from dra_driver.api import Placement
+from dra_driver.nvml.inventory import builtin_inventory
+from dra_driver.plan.inventory import inventory_cluster
+from dra_driver.plan.planner import make_plan
 from dra_driver.plan.render import WIDTH, render, render_json, render_table, summary_line
+from dra_driver.plan.workload import parse_workload
 
 
 def test_json_document_has_exactly_the_documented_keys() -> None:
@@ -123,3 +127,28 @@ def test_summary_counts_one_policy_and_notes_pods_of_other_drivers() -> None:
         summary_line(plan) == "placed 1/1 pods (spread); 2 pods use no device of gpushare.dra.dev"
     )
     assert "not ours" in render_table(plan)
+
+
+def test_summary_lists_only_the_pods_not_placed_and_counts_the_cards() -> None:
+    """--summary: batch-1 and giant (not placed somewhere) with why; cards counted, not listed."""
+    plan = plan_of(EXAMPLE.read_text())
+    lines = render(plan, "table", summary=True).splitlines()
+    pods = [line.split()[0] for line in lines[3:] if line and not line.startswith((" ", "cards"))]
+    assert pods[:3] == ["POD", "batch-1", "giant"]
+    assert not any(line.startswith(("infer-0", "trainer", "CARD ")) for line in lines)
+    assert "cards used: 3/3 (binpack), 3/3 (spread)" in lines
+    assert lines[-1] == summary_line(plan)
+    assert len(lines) < len(render(plan, "table").splitlines())
+
+
+def test_progress_is_told_every_hundred_pods_and_at_each_policys_end() -> None:
+    """make_plan reports 100, 200, 250 of 250 pods, per policy, to the progress callback."""
+    text = dump(template("t", cores="1", memory="1Mi"), deployment("d", 250, "t"))
+    heard: list[str] = []
+    cluster = inventory_cluster(NAMES, builtin_inventory("qgpu-runbook"), "inventory")
+    make_plan(NAMES, cluster, parse_workload(text, "w.yaml"), list(Placement), heard.append)
+    assert heard == [
+        f"{policy}: {n}/250 pods placed"
+        for policy in ("binpack", "spread")
+        for n in (100, 200, 250)
+    ]
