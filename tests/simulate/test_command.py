@@ -217,6 +217,18 @@ def test_apply_without_consumable_capacity_applies_the_file_as_written(
     assert not any(line.startswith("web-0  Running") for line in run.out.splitlines())
 
 
+def test_a_step_that_changes_no_pod_or_card_does_not_repeat_their_tables(
+    clean_process: None,
+) -> None:
+    """isolation's CUDA steps change only the CUDA table: pods and cards are printed once."""
+    run = Captured(SimulateSettings(scenario="isolation"))
+    assert run.status == 0, run.err
+    assert sum(line.startswith("POD ") for line in run.out.splitlines()) == 1
+    for step in (2, 3, 4):
+        assert f"pods and cards as after step {step - 1}" in run.out
+    assert sum(line.startswith("CUDA WORK") for line in run.out.splitlines()) == 3
+
+
 def test_unusable_input_exits_2_before_starting(tmp_path: Path, clean_process: None) -> None:
     """Bad inventory, manifest, flag pair or --kube-binaries directory: exit 2, no start."""
     partial = tmp_path / "envtest"  # what envtest ships: no controller manager, no scheduler

@@ -264,13 +264,22 @@ def _task_lines(tasks: Sequence[TaskFact]) -> list[str]:
     return _columns(rows)
 
 
-def _step_lines(number: int, step: StepReport) -> list[str]:
+def _step_lines(number: int, step: StepReport, previous: StepReport | None) -> list[str]:
+    """Return a step's lines; pods and cards unchanged since the step before are not repeated."""
     lines = [f"step {number}: {step.title}", *(f"  > {action}" for action in step.actions)]
-    if step.snapshot.pods:
-        lines += ["", *_pod_lines(step.snapshot.pods)]
-    for ref, message in step.refused.items():
-        lines += ["", f"REFUSED {ref}", *_wrap("error", message)]
-    lines += ["", *_card_lines(step.snapshot.cards)]
+    pods, cards = _pod_lines(step.snapshot.pods), _card_lines(step.snapshot.cards)
+    same = previous is not None and not step.refused and (pods, cards) == (
+        _pod_lines(previous.snapshot.pods),
+        _card_lines(previous.snapshot.cards),
+    )
+    if same:
+        lines += ["", f"pods and cards as after step {number - 1}"]
+    else:
+        if step.snapshot.pods:
+            lines += ["", *pods]
+        for ref, message in step.refused.items():
+            lines += ["", f"REFUSED {ref}", *_wrap("error", message)]
+        lines += ["", *cards]
     return [*lines, "", *_task_lines(step.snapshot.tasks)] if step.snapshot.tasks else lines
 
 
@@ -319,8 +328,10 @@ def render_table(
     for report in reports:
         rule = f"== {report.name}: {report.title} "
         lines += ["", rule + "=" * max(2, WIDTH - len(rule)), ""]
+        previous = None
         for number, step in enumerate(report.steps, start=1):
-            lines += [*_step_lines(number, step), ""]
+            lines += [*_step_lines(number, step, previous), ""]
+            previous = step
         lines += _verdict(report) if expectations else []
     if expectations and reports:
         lines += ["", *_summary(reports, seconds)]
