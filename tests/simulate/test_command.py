@@ -229,6 +229,45 @@ def test_a_step_that_changes_no_pod_or_card_does_not_repeat_their_tables(
     assert sum(line.startswith("CUDA WORK") for line in run.out.splitlines()) == 3
 
 
+PLAIN_NUMBERS = """\
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: c}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly:
+        deviceClassName: gpushare.dra.dev
+        capacity: {requests: {cores: 30, memory: 1073741824}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p4}
+spec:
+  resourceClaims: [{name: gpu, resourceClaimName: c}]
+  containers:
+  - name: c
+    image: x
+    resources: {claims: [{name: gpu}], limits: {cpu: 1, memory: 1073741824}, requests: {cpu: 0.5}}
+"""
+
+
+def test_apply_takes_plain_numbers_where_kubernetes_takes_quantities(
+    tmp_path: Path, clean_process: None
+) -> None:
+    """cpu: 1, memory: 1073741824 and cores: 30 are quantities, as kubectl sends them."""
+    manifest = tmp_path / "numbers.yaml"
+    manifest.write_text(PLAIN_NUMBERS)
+    run = Captured(SimulateSettings(apply=manifest))
+    assert run.status == 0, run.err
+    assert any(
+        line.split()[:6] == ["p4", "Running", "node-1", "GPU-26975e32", "0000:00:08.0", "30"]
+        for line in run.out.splitlines()
+    )
+    assert "CUDA_DEVICE_MEMORY_LIMIT_0=1024m" in run.out
+
+
 def test_unusable_input_exits_2_before_starting(tmp_path: Path, clean_process: None) -> None:
     """Bad inventory, manifest, flag pair or --kube-binaries directory: exit 2, no start."""
     partial = tmp_path / "envtest"  # what envtest ships: no controller manager, no scheduler
