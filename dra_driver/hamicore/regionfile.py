@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import stat
+from collections.abc import Collection
 from pathlib import Path
 from typing import Final
 
@@ -104,8 +105,12 @@ class RegionFile:
             raise RegionError("size", "the file was truncated")
         return memoryview(data)
 
-    def read(self) -> RegionRead:
-        """Read the monitor's fields and each card's use; refuse an unknown or broken region."""
+    def read(self, running: Collection[int] | None = None) -> RegionRead:
+        """Read the monitor's fields and each card's use; refuse an unknown or broken region.
+
+        ``running``: the host PIDs with work on the node's cards now (NVML's list), or ``None``
+        where that is unknown; a slot whose process is not among them is not counted.
+        """
         self._layout = self._last = None
         layout = check_header(os.pread(self._fd, HEADER.size, 0), self._check_size())
         front = self._pread(layout.procs, 0)  # header, cards, limits
@@ -113,7 +118,7 @@ class RegionFile:
         device_num: int = UINT64.unpack_from(front, layout.device_num)[0]
         proc_num, switch, kernel, priority = (INT32.unpack_from(tail, 4 * i)[0] for i in range(4))
         check_counts(device_num, proc_num)
-        used, util = self._usage(layout, proc_num, device_num)
+        used, util = self._usage(layout, proc_num, device_num, running)
         cards = tuple(
             CardRead(
                 uuid=read_uuid(front, layout.uuids + i * UUID_BYTES),
@@ -128,14 +133,20 @@ class RegionFile:
         return RegionRead(cards, proc_num, kernel, switch, priority)
 
     def _usage(
-        self, layout: RegionLayout, proc_num: int, device_num: int
+        self,
+        layout: RegionLayout,
+        proc_num: int,
+        device_num: int,
+        running: Collection[int] | None,
     ) -> tuple[list[int], list[int]]:
         """Sum each card's memory (``used.total``) and SM use over the live processes' slots.
 
         A process that exits normally only zeroes its slot's ``pid`` (and ``status``): the
         slot stays counted in ``proc_num`` with its last memory and SM figures until another
         process of the region takes the library's lock and compacts the slots, which may be
-        never. Such a slot is skipped, or a finished task would look busy for good.
+        never. Such a slot is skipped, or a finished task would look busy for good. A process
+        killed (SIGKILL, the OOM killer) zeroes nothing: its slot is skipped when its
+        ``hostpid`` is not among the ``running`` processes NVML reports on the cards.
         """
         used, util = [0] * device_num, [0] * device_num
         if not (proc_num and device_num):
@@ -145,6 +156,9 @@ class RegionFile:
             base = index * layout.slot_size
             if INT32.unpack_from(slots, base + layout.slot_pid)[0] == EXITED_PID:
                 continue
+            hostpid = INT32.unpack_from(slots, base + layout.slot_hostpid)[0]
+            if running is not None and hostpid > 0 and hostpid not in running:
+                continue  # killed: its slot was never cleared
             for card in range(device_num):
                 memory = base + layout.slot_used + card * layout.memory_size
                 used[card] += UINT64.unpack_from(slots, memory + layout.memory_total)[0]

@@ -250,6 +250,7 @@ def build(
         paths.hami_claims_dir,
         lambda: monitored_claims(preparer.prepared.values()),
         period=settings.monitor_period,
+        running_pids=source.running_pids,
     )
     registry.register(ShareCollector(settings.node_name, monitor.usage, monitor.refused))
     server = PluginServer(

@@ -19,7 +19,7 @@ import dataclasses
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -86,8 +86,12 @@ class RegionMonitor:
         *,
         period: float = DEFAULT_PERIOD,
         clock: Callable[[], float] = time.monotonic,
+        running_pids: Callable[[], Collection[int] | None] = lambda: None,
     ) -> None:
         self._dir, self._claims, self.period = claims_dir, claims, period
+        self._running_pids = running_pids
+        """The host PIDs with work on the cards (NVML), to tell a killed process from a live
+        one; ``None`` where unknown (fake cards): then every slot with a PID counts."""
         self._open: dict[Path, _Open] = {}
         self._refused: dict[tuple[Path, tuple[int, int] | None], str] = {}
         self._usage: list[CardUse] = []
@@ -161,7 +165,7 @@ class RegionMonitor:
         """Read every region, decide, write what changed; return the decisions."""
         with self._lock:
             claims = {claim.uid: claim for claim in self._claims()}
-            self._refresh(claims)
+            self._refresh(claims, self._running_pids())
             states = [self._state(path, entry) for path, entry in self._open.items() if entry.read]
             decisions = decide(states)
             for decision in decisions:
@@ -173,13 +177,15 @@ class RegionMonitor:
             self._usage = self._summarise(claims, decisions)
         return decisions
 
-    def _refresh(self, claims: Mapping[str, MonitoredClaim]) -> None:
+    def _refresh(
+        self, claims: Mapping[str, MonitoredClaim], running: Collection[int] | None
+    ) -> None:
         """Open new regions, drop gone or replaced ones, and read every open one."""
         present: set[Path] = set()
         for claim in claims.values():
             for path in self._region_paths(claim.uid):
                 present.add(path)
-                self._read(path, claim)
+                self._read(path, claim, running)
         for path in set(self._open) - present:
             self._open.pop(path).region.close()
         for key in [k for k in self._refused if k[0] not in present]:
@@ -196,7 +202,7 @@ class RegionMonitor:
         except OSError:
             return []  # not created yet, or the claim was just unprepared
 
-    def _read(self, path: Path, claim: MonitoredClaim) -> None:
+    def _read(self, path: Path, claim: MonitoredClaim, running: Collection[int] | None) -> None:
         entry = self._open.get(path)
         try:
             identity = _identity(path)
@@ -208,7 +214,7 @@ class RegionMonitor:
                     return  # said once already; a new file under this name gets a new look
                 entry = _Open(RegionFile.open(path), claim)
                 self._open[path] = entry
-            entry.claim, entry.read = claim, entry.region.read()
+            entry.claim, entry.read = claim, entry.region.read(running)
             self._refused.pop((path, identity), None)
         except RegionError as exc:
             if exc.kind == "uninitialised":

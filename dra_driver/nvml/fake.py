@@ -44,6 +44,10 @@ class FakeCardSource:
         """Return ``"fake"``."""
         return "fake"
 
+    def running_pids(self) -> frozenset[int] | None:
+        """Fake cards run nothing NVML could list: unknown, so no slot is judged dead."""
+        return None
+
     def discover(self) -> Discovery:
         """Return this node's cards as the file says now, sorted by PCI bus ID."""
         try:

@@ -17,6 +17,7 @@ from typing import Any, Final
 import pynvml
 
 from dra_driver.logging import carry, get_logger
+from dra_driver.nvml import processes
 from dra_driver.nvml.inventory import Card, Health, InventoryError
 from dra_driver.nvml.source import CardError, Discovery, DiscoveryError
 
@@ -281,6 +282,10 @@ class NvmlCardSource:
         if not self._started:
             raise DiscoveryError("the NVML card source is not started; call start() first")
         return self._driver_version
+
+    def running_pids(self) -> frozenset[int] | None:
+        """Return the host PIDs with work on the cards (:mod:`dra_driver.nvml.processes`)."""
+        return processes.running_pids() if self._started else None
 
     def discover(self) -> Discovery:
         """Read every card now; a card that fails to read becomes a CardError."""

@@ -71,3 +71,6 @@ class CardSource(Protocol):
 
     def version(self) -> str:
         """Return the NVIDIA driver version (``"550.54.15"``), or ``"fake"``."""
+
+    def running_pids(self) -> frozenset[int] | None:
+        """Return the host PIDs with work on the node's cards now, or ``None`` if unknown."""

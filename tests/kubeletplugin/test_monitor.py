@@ -114,6 +114,42 @@ def test_offline_work_resumes_once_the_online_tasks_processes_exited(node: Node)
     assert offline.launch()
 
 
+def test_offline_work_resumes_within_two_periods_of_an_online_process_killed(
+    node: Node,
+) -> None:
+    """A SIGKILLed process clears nothing in its slot; NVML no longer lists it: it is idle."""
+    node.claim("on", "online")
+    node.claim("off", "offline")
+    online, offline = node.task("on"), node.task("off", priority=1)
+    running = {1001}  # host PIDs NVML lists on the cards
+    monitor = RegionMonitor(
+        node.root, lambda: list(node.claims.values()), period=0.05, running_pids=lambda: running
+    )
+    report_sm_use(online, 30)  # hostpid 1001, 30% of the card
+    offline.launch()
+    monitor.tick()
+    assert offline.suspended
+    running.clear()  # SIGKILL: the slot keeps pid 1001 and sm_util 30, NVML lists nothing
+    monitor.tick()
+    assert not offline.suspended
+    assert offline.launch()
+
+
+def test_without_nvmls_list_every_slot_with_a_pid_counts(node: Node) -> None:
+    """Fake cards (no process list): a slot's SM use still holds offline work, as before."""
+    node.claim("on", "online")
+    node.claim("off", "offline")
+    online, offline = node.task("on"), node.task("off", priority=1)
+    monitor = RegionMonitor(
+        node.root, lambda: list(node.claims.values()), period=0.05, running_pids=lambda: None
+    )
+    report_sm_use(online, 30)
+    offline.launch()
+    monitor.tick()
+    monitor.tick()
+    assert offline.suspended
+
+
 def test_a_bursting_task_no_longer_marks_its_launches_yet_counts_as_busy(node: Node) -> None:
     """Lone online work bursts, so its launches go unmarked; its SM use alone holds offline."""
     node.claim("on", "online")
