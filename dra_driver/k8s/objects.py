@@ -4,11 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes import client
-
-from dra_driver.k8s import raw
-from dra_driver.k8s.informer import object_key
-
 Object = dict[str, Any]
 
 
@@ -84,18 +79,6 @@ def pod_claim_names(pod: Object) -> dict[str, str | None]:
         else:
             names[entry["name"]] = generated.get(entry["name"])
     return names
-
-
-def patch_pod_status(core: client.CoreV1Api, pod: Object, status: Object) -> Object:
-    """Merge-patch ``status`` into the pod's status (lists given replace lists stored)."""
-    namespace, name = object_key(pod)
-    return raw.call(
-        core.patch_namespaced_pod_status,
-        name,
-        namespace,
-        {"status": status},
-        _content_type=raw.MERGE_PATCH,
-    )
 
 
 def has_scheduling_gate(pod: Object, gate: str) -> bool:

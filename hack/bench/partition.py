@@ -35,13 +35,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import emit, latency_summary, machine
 from gpushare_simulator.harness.cluster import FakeCluster
+from gpushare_simulator.harness.podstatus import patch_pod_status
 from gpushare_simulator.harness.processes import ComponentProcess, start_controller, start_plugin
 from gpushare_simulator.harness.workload import SHARES, PlannedPod, publish_slices, share_template
 from kubernetes import client
 
 from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
 from dra_driver.api.classes import default_device_classes
-from dra_driver.k8s import objects, raw
+from dra_driver.k8s import raw
 from dra_driver.k8s.client import USER_AGENT_PREFIX
 from dra_driver.k8s.settings import WATCH_GRACE_SECONDS, ApiTimeouts
 from dra_driver.logging import configure_logging
@@ -108,7 +109,7 @@ def _controller_round(work_dir: Path, timeouts: ApiTimeouts) -> dict[str, float]
             _settle(timeouts)
             run.cluster.server.blackhole(f"{USER_AGENT_PREFIX}controller")
             finished = time.monotonic()
-            objects.patch_pod_status(
+            patch_pod_status(
                 client.CoreV1Api(run.cluster.api), run.pod("first"), {"phase": "Succeeded"}
             )
             created = run.create("third", gated=True)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from controller.kit import NAMES, node, slices_of
 from gpushare_simulator.harness.cluster import FakeCluster
+from gpushare_simulator.harness.podstatus import patch_pod_status
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
@@ -178,7 +179,7 @@ def test_finished_pod_releases_its_claim(work_dir: Path) -> None:
             "the second pod's FailedAllocation event",
         )
         assert objects.has_scheduling_gate(read_pod(cluster, "second"), GATE)
-        objects.patch_pod_status(client.CoreV1Api(cluster.api), pod, {"phase": "Succeeded"})
+        patch_pod_status(client.CoreV1Api(cluster.api), pod, {"phase": "Succeeded"})
         second = cluster.wait_for(lambda: bound(cluster, "second"), "the second pod to be bound")
         assert second["spec"]["nodeName"] == "node-a"
         cluster.wait_for(lambda: len(claims(cluster)) == 1, "the first claim to be deleted")
@@ -487,7 +488,7 @@ def test_pods_created_together_on_a_hami_core_claim_run_one_at_a_time(work_dir: 
         (event,) = [e for e in events_for(cluster, waiting) if e["reason"] == "ClaimInUse"]
         assert f'in use by pod "{winner["metadata"]["name"]}"' in event["message"]
         assert event["type"] == "Warning"
-        objects.patch_pod_status(client.CoreV1Api(cluster.api), winner, {"phase": "Succeeded"})
+        patch_pod_status(client.CoreV1Api(cluster.api), winner, {"phase": "Succeeded"})
         second = cluster.wait_for(lambda: bound(cluster, waiting), "the held pod to be bound")
         assert second["spec"]["nodeName"] == winner["spec"]["nodeName"]
 

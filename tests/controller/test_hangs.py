@@ -17,12 +17,12 @@ import pytest
 from controller.kit import NAMES, node
 from controller.test_controller_e2e import bound, claims, gated_pod, harness, template
 from gpushare_simulator.harness.cluster import FakeCluster
+from gpushare_simulator.harness.podstatus import patch_pod_status
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
 from dra_driver.controller.app import Controller
 from dra_driver.controller.settings import ControllerSettings
-from dra_driver.k8s import objects
 from dra_driver.k8s.client import USER_AGENT_PREFIX
 from dra_driver.k8s.settings import ApiTimeouts
 
@@ -53,7 +53,7 @@ def controller(cluster: FakeCluster) -> Iterator[tuple[Controller, CollectorRegi
 def finish(cluster: FakeCluster, name: str) -> None:
     """Mark a bound pod Succeeded, as its kubelet would: its whole card is to be released."""
     core = client.CoreV1Api(cluster.api)
-    objects.patch_pod_status(core, bound(cluster, name) or {}, {"phase": "Succeeded"})
+    patch_pod_status(core, bound(cluster, name) or {}, {"phase": "Succeeded"})
 
 
 def cores_taken(registry: CollectorRegistry) -> float:

@@ -25,13 +25,13 @@ from typing import Any, Final
 
 from kubernetes import client
 
-from dra_driver.k8s import objects
 from gpushare_simulator.harness._controlplane_setup import ControlPlaneError
 from gpushare_simulator.harness.actors.cdiresolve import (
     ContainerEdits,
     UnresolvableCDIDevicesError,
     resolve,
 )
+from gpushare_simulator.harness.podstatus import patch_pod_status
 from gpushare_simulator.harness.spawn import LoggedProcess
 
 Object = dict[str, Any]
@@ -173,7 +173,7 @@ class HollowNode:
         finished pod.
         """
         pod = {"metadata": {"namespace": namespace, "name": name}}
-        objects.patch_pod_status(client.CoreV1Api(api), pod, {"phase": "Succeeded"})
+        patch_pod_status(client.CoreV1Api(api), pod, {"phase": "Succeeded"})
 
     def running(self) -> bool:
         """Whether the kubelet process is alive."""

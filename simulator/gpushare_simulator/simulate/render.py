@@ -268,9 +268,14 @@ def _step_lines(number: int, step: StepReport, previous: StepReport | None) -> l
     """Return a step's lines; pods and cards unchanged since the step before are not repeated."""
     lines = [f"step {number}: {step.title}", *(f"  > {action}" for action in step.actions)]
     pods, cards = _pod_lines(step.snapshot.pods), _card_lines(step.snapshot.cards)
-    same = previous is not None and not step.refused and (pods, cards) == (
-        _pod_lines(previous.snapshot.pods),
-        _card_lines(previous.snapshot.cards),
+    same = (
+        previous is not None
+        and not step.refused
+        and (pods, cards)
+        == (
+            _pod_lines(previous.snapshot.pods),
+            _card_lines(previous.snapshot.cards),
+        )
     )
     if same:
         lines += ["", f"pods and cards as after step {number - 1}"]

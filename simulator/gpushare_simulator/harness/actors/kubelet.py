@@ -30,6 +30,7 @@ from gpushare_simulator.harness.actors.cdiresolve import (
     resolve,
 )
 from gpushare_simulator.harness.actors.pluginwatcher import PluginWatcher
+from gpushare_simulator.harness.podstatus import patch_pod_status
 
 _RETRY_SECONDS: Final = 0.5
 
@@ -222,7 +223,7 @@ class Kubelet:
             ],
             "startTime": now,
         }
-        objects.patch_pod_status(self._core, pod, status)
+        patch_pod_status(self._core, pod, status)
 
     def _release(self, key: tuple[str, str], pod_uid: str) -> None:
         """Forget the pod's containers; unprepare claims no other pod on the node uses."""
@@ -248,7 +249,7 @@ class Kubelet:
     def complete_pod(self, namespace: str, name: str, *, succeeded: bool = True) -> None:
         """Mark a pod's containers as exited, as the kubelet does when a Job's pod finishes."""
         pod = {"metadata": {"namespace": namespace, "name": name}}
-        objects.patch_pod_status(self._core, pod, {"phase": "Succeeded" if succeeded else "Failed"})
+        patch_pod_status(self._core, pod, {"phase": "Succeeded" if succeeded else "Failed"})
 
 
 class _PrepareError(Exception):

@@ -31,6 +31,7 @@ from gpushare_simulator.harness.actors.firstfit import (
     Unallocatable,
     allocate_on_node,
 )
+from gpushare_simulator.harness.podstatus import patch_pod_status
 
 PodKey = tuple[str, str]
 
@@ -301,6 +302,6 @@ class Scheduler:
                     "lastTransitionTime": rfc3339(),
                 }
             )
-            objects.patch_pod_status(self._core, pod, {"conditions": conditions})
+            patch_pod_status(self._core, pod, {"conditions": conditions})
             self._events.record(pod, "Warning", "FailedScheduling", message)
         raise Requeue(_UNSCHEDULABLE_RETRY_SECONDS, message)
