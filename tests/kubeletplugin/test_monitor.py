@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -59,8 +60,26 @@ class Node:
             priority=priority,
         )
 
-    def monitor(self, period: float = 0.05) -> RegionMonitor:
-        return RegionMonitor(self.root, lambda: list(self.claims.values()), period=period)
+    def monitor(
+        self, period: float = 0.05, running: Callable[[], set[int] | None] = lambda: None
+    ) -> RegionMonitor:
+        return RegionMonitor(
+            self.root, lambda: list(self.claims.values()), period=period, running_pids=running
+        )
+
+    def offline_held(
+        self, running: Callable[[], set[int] | None] = lambda: None
+    ) -> tuple[FakeTask, FakeTask, RegionMonitor]:
+        """Online work busy (hostpid 1001, 30 %) on the card holds offline work after a pass."""
+        self.claim("on", "online")
+        self.claim("off", "offline")
+        online, offline = self.task("on"), self.task("off", priority=1)
+        monitor = self.monitor(running=running)
+        report_sm_use(online, 30)
+        offline.launch()
+        monitor.tick()
+        assert offline.suspended
+        return online, offline, monitor
 
 
 def report_sm_use(task: FakeTask, percent: int) -> None:
@@ -100,14 +119,7 @@ def test_offline_work_is_suspended_at_the_next_pass_and_resumed_when_online_idle
 
 def test_offline_work_resumes_once_the_online_tasks_processes_exited(node: Node) -> None:
     """An online task whose process exited keeps its last SM figure, yet counts as idle."""
-    node.claim("on", "online")
-    node.claim("off", "offline")
-    online, offline = node.task("on"), node.task("off", priority=1)
-    monitor = node.monitor()
-    report_sm_use(online, 30)
-    offline.launch()
-    monitor.tick()
-    assert offline.suspended
+    online, offline, monitor = node.offline_held()
     online.exit(0)  # its slot keeps sm_util 30 and proc_num stays 1
     monitor.tick()
     assert not offline.suspended
@@ -118,17 +130,8 @@ def test_offline_work_resumes_within_two_periods_of_an_online_process_killed(
     node: Node,
 ) -> None:
     """A SIGKILLed process clears nothing in its slot; NVML no longer lists it: it is idle."""
-    node.claim("on", "online")
-    node.claim("off", "offline")
-    online, offline = node.task("on"), node.task("off", priority=1)
     running = {1001}  # host PIDs NVML lists on the cards
-    monitor = RegionMonitor(
-        node.root, lambda: list(node.claims.values()), period=0.05, running_pids=lambda: running
-    )
-    report_sm_use(online, 30)  # hostpid 1001, 30% of the card
-    offline.launch()
-    monitor.tick()
-    assert offline.suspended
+    _, offline, monitor = node.offline_held(lambda: running)
     running.clear()  # SIGKILL: the slot keeps pid 1001 and sm_util 30, NVML lists nothing
     monitor.tick()
     assert not offline.suspended
@@ -137,15 +140,7 @@ def test_offline_work_resumes_within_two_periods_of_an_online_process_killed(
 
 def test_without_nvmls_list_every_slot_with_a_pid_counts(node: Node) -> None:
     """Fake cards (no process list): a slot's SM use still holds offline work, as before."""
-    node.claim("on", "online")
-    node.claim("off", "offline")
-    online, offline = node.task("on"), node.task("off", priority=1)
-    monitor = RegionMonitor(
-        node.root, lambda: list(node.claims.values()), period=0.05, running_pids=lambda: None
-    )
-    report_sm_use(online, 30)
-    offline.launch()
-    monitor.tick()
+    _, offline, monitor = node.offline_held(lambda: None)
     monitor.tick()
     assert offline.suspended
 
