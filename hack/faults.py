@@ -51,9 +51,11 @@ def main() -> int:
     )
     # Unix socket paths must stay under 108 bytes.
     work_dir = Path(tempfile.mkdtemp(prefix="gsf-", dir="/tmp"))
-    try:
-        report = FaultRun(settings, work_dir).run()
-    finally:
+    report = FaultRun(settings, work_dir).run()
+    if report.violations:
+        # The components' logs are the only record of how a rare failure came about.
+        print(f"kept for the components' logs: {work_dir}")
+    else:
         shutil.rmtree(work_dir, ignore_errors=True)
     result = report.to_json()
     print(f"cycles {report.cycles}, kills {dict(report.kills)}, faults {dict(report.faults)}")
