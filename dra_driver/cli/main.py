@@ -32,6 +32,13 @@ EXIT_BROKEN_PIPE: Final = 128 + 13
 """What a shell reports for a program killed by SIGPIPE."""
 
 
+def _completion(invocation: Invocation) -> int:
+    """Print the completion script of every command, this process's add-ons included."""
+    shell = invocation.settings(CompletionSettings).shell
+    print(completion.script(build_parser(), shell, (PROG, "kubectl-gpushare")), end="")  # noqa: T201
+    return 0
+
+
 COMMANDS: Final = (
     Command(
         "controller",
@@ -87,7 +94,7 @@ COMMANDS: Final = (
         "completion",
         "print a shell completion script: source <(gpushare-dra completion bash), or zsh",
         (CompletionSettings,),
-        lambda invocation: _completion(invocation),  # noqa: PLW0108 - defined below
+        _completion,
         TOOL_ENV_PREFIX,
     ),
 )
@@ -222,13 +229,6 @@ def _unknown(extra: Sequence[str], parser: argparse.ArgumentParser, command: str
         hint = f" (did you mean {close[0]}?)" if token.startswith("-") and close else ""
         problems.append(f"unrecognized argument {token}{hint}")
     return "; ".join(problems) + f"; see {prog} {command} --help"
-
-
-def _completion(invocation: Invocation) -> int:
-    """Print the completion script of every command, this process's add-ons included."""
-    shell = invocation.settings(CompletionSettings).shell
-    print(completion.script(build_parser(), shell, (PROG, "kubectl-gpushare")), end="")  # noqa: T201
-    return 0
 
 
 def kubectl_plugin(argv: Sequence[str] | None = None) -> int:

@@ -163,15 +163,13 @@ def new_api_client(
     return TimedApiClient(configuration, settings.timeouts, component)
 
 
-def tool_api_client(
-    kubeconfig: str | None, context: str | None, command: str, home: Path | None = None
-) -> TimedApiClient:
+def tool_api_client(kubeconfig: str | None, context: str | None, command: str) -> TimedApiClient:
     """Return a client for a command run by a person, found as kubectl finds its cluster.
 
     ``--kubeconfig`` (or ``KUBECONFIG``), else ``~/.kube/config`` when it exists, else the
     Pod's service account (the chart's cleanup hook runs in a Pod).
     """
-    default = (home or Path.home()) / ".kube" / "config"
+    default = Path.home() / ".kube" / "config"
     if not kubeconfig and default.is_file():
         kubeconfig = str(default)
     return new_api_client(KubeClientSettings(kubeconfig=kubeconfig), command, context=context)

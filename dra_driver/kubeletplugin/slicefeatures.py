@@ -86,14 +86,17 @@ class ServerFeatures:
         """Whether to ask now: never asked, or a "no" that matters is old enough."""
         if self.capacity is None:
             return True
-        waiting = self.capacity is False or (needs_taints and self.taints is False)
-        return waiting and time.monotonic() >= self._next_check
+        return self._waiting(needs_taints) and time.monotonic() >= self._next_check
 
     def recheck_in(self, *, needs_taints: bool) -> float | None:
         """Seconds until the next question, or ``None`` when no answer is waited for."""
-        if not (self.capacity is False or (needs_taints and self.taints is False)):
+        if not self._waiting(needs_taints):
             return None
         return max(self._next_check - time.monotonic(), 0.0)
+
+    def _waiting(self, needs_taints: bool) -> bool:
+        """Whether a "no" that matters now may turn into a "yes": what a re-check is for."""
+        return self.capacity is False or (needs_taints and self.taints is False)
 
     def probe(self, slice_: Object) -> None:
         """Create ``slice_``'s first device, shareable and tainted, with dryRun=All."""

@@ -80,7 +80,7 @@ def keeps_capacity(sent: Object, stored: Object) -> bool:
 
     Plain devices (sent without them) say nothing either way.
     """
-    stored_devices = {d.get("name"): d for d in stored.get("spec", {}).get("devices") or []}
+    stored_devices = _devices(stored)
     for device in sent["spec"].get("devices") or []:
         if not device.get("allowMultipleAllocations"):
             continue
@@ -105,13 +105,8 @@ def _taint_key(taint: Object) -> tuple[object, object, object]:
 
 def keeps_taints(sent: Object, stored: Object) -> bool:
     """Whether the server kept every device taint sent (off where ``DRADeviceTaints`` is)."""
-    stored_devices = _devices(stored)
-    for device in sent["spec"].get("devices") or []:
-        sent_taints = {_taint_key(t) for t in device.get("taints") or []}
-        got = stored_devices.get(device["name"]) or {}
-        if not sent_taints <= {_taint_key(t) for t in got.get("taints") or []}:
-            return False
-    return True
+    kept = _taints(stored)
+    return all(taints <= kept.get(name, set()) for name, taints in _taints(sent).items())
 
 
 def carry_taint_times(current: Object, want: Object) -> Object:
@@ -139,7 +134,7 @@ def carry_taint_times(current: Object, want: Object) -> Object:
 
 
 def _device_names(obj: Object) -> set[str]:
-    return {str(d.get("name")) for d in obj.get("spec", {}).get("devices") or []}
+    return set(_devices(obj))
 
 
 def _match(current: list[Object], desired: list[Object]) -> list[tuple[Object | None, Object]]:
