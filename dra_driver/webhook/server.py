@@ -178,10 +178,15 @@ class _TlsServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # kube-apiserver keeps connections open between reviews
     timeout = CONNECTION_TIMEOUT_SECONDS
+    # A response leaves in one write, flushed after each request: headers and body sent apart
+    # are two TLS records, and with Nagle's algorithm the second waited for the API server's
+    # delayed ACK, about 40 ms a review (a claim's two reviews took 96 ms instead of 5).
+    wbufsize = 64 * 1024
     server: _TlsServer
 
     def setup(self) -> None:
         self.request.settimeout(self.timeout)
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.request.do_handshake()
         super().setup()
 

@@ -156,6 +156,43 @@ def test_half_written_rotation_keeps_serving_the_old_certificate(served: Served)
     assert call(served, "GET", "/livez")[2] == new_der
 
 
+def test_each_answer_leaves_in_one_write_with_nagle_off(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Headers and body leave in one write, TCP_NODELAY set: no delayed-ACK wait per review."""
+    writes: list[tuple[int, int]] = []
+    plain_send, plain_sendall = ssl.SSLSocket.send, ssl.SSLSocket.sendall
+
+    def note(sock: ssl.SSLSocket, data: bytes) -> None:
+        if sock.getsockname()[1] == served.port:  # the server's end of the connection
+            writes.append((len(data), sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)))
+
+    def send(self: ssl.SSLSocket, data: bytes, flags: int = 0) -> int:
+        note(self, data)
+        return plain_send(self, data, flags)
+
+    def sendall(self: ssl.SSLSocket, data: bytes, flags: int = 0) -> None:
+        note(self, data)
+        plain_sendall(self, data, flags)
+
+    monkeypatch.setattr(ssl.SSLSocket, "send", send)
+    monkeypatch.setattr(ssl.SSLSocket, "sendall", sendall)
+    connection = http.client.HTTPSConnection(
+        "127.0.0.1", served.port, context=_context(None), timeout=10
+    )
+    try:
+        for _ in range(2):  # two reviews on one kept-alive connection, as kube-apiserver sends
+            body = review(claim(claim_spec(request())))
+            connection.request("POST", "/validate", body, {"Content-Type": "application/json"})
+            answer = connection.getresponse()
+            assert answer.status == 200
+            assert response(answer.read())["allowed"] is True
+    finally:
+        connection.close()
+    assert len(writes) == 2
+    assert all(nodelay for _, nodelay in writes)
+
+
 def test_garbage_body_gets_400_and_the_server_keeps_serving(served: Served) -> None:
     """An unreadable review is a 400 with the reason; the next review is answered normally."""
     status, body, _ = call(served, "POST", "/validate", b"\x00garbage")
