@@ -193,3 +193,18 @@ def test_a_deleted_claim_stops_counting_when_its_name_is_reused() -> None:
     assert view.snapshot() is kept
     assert not kept.state.in_use(("gpushare.dra.dev", "n", "gpu-0"))
     assert set(kept.counted) == set()
+
+
+def test_a_new_leader_builds_its_snapshot_before_any_pod_asks() -> None:
+    """Leading starts with the cluster's devices read, so the first decision pays nothing."""
+    controller = Controller(
+        client.ApiClient(), NAMES, ControllerSettings(leader_elect=True), CollectorRegistry()
+    )
+    controller.view.wait_synced = lambda **_: True  # type: ignore[method-assign]
+    assert controller.view.cached_snapshot() is None
+    controller._lead()
+    try:
+        assert controller.leading
+        assert controller.view.cached_snapshot() is not None
+    finally:
+        controller._lose()
