@@ -12,8 +12,13 @@ import os
 import platform
 import resource
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
+
+YARDSTICK_ADDITIONS = 10_000_000
+"""The yardstick: seconds a plain Python loop takes for this many additions."""
+_YARDSTICK_SLICE = 1_000_000
 
 
 def percentile(samples: Sequence[float], q: float) -> float:
@@ -35,9 +40,32 @@ def latency_summary(seconds: Sequence[float]) -> dict[str, float]:
     }
 
 
+def yardstick_s(runs: int = 3) -> float:
+    """Return the seconds this machine takes for ten million additions in a plain Python loop.
+
+    Figures from two machines of the same kind have differed fourfold; printed beside them,
+    this tells a slower machine from slower code. Timed on a tenth of the loop, best of
+    ``runs`` (a scheduler hiccup only ever makes a run slower), and scaled up.
+    """
+    best = float("inf")
+    for _ in range(runs):
+        started = time.perf_counter()
+        total = 0
+        for i in range(_YARDSTICK_SLICE):
+            total += i
+        best = min(best, time.perf_counter() - started)
+    return round(best * YARDSTICK_ADDITIONS / _YARDSTICK_SLICE, 3)
+
+
+def per_yardstick(rate: float, yardstick: float) -> float:
+    """Return ``rate`` (per second) as per yardstick second: what the machine's speed cancels."""
+    return round(rate * yardstick, 1)
+
+
 def machine() -> dict[str, Any]:
-    """Return what the figures depend on: CPU count, Python, platform."""
+    """Return what the figures depend on: CPU count, Python, platform, the CPU yardstick."""
     return {
+        "yardstick_s": yardstick_s(),
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -53,4 +81,7 @@ def peak_rss_bytes() -> int:
 def emit(result: dict[str, Any]) -> None:
     """Print the benchmark's figures as the final line of output: one JSON object."""
     sys.stdout.flush()
+    speed = (result.get("machine") or {}).get("yardstick_s")
+    if speed is not None:
+        print(f"yardstick: {speed:.3f} s for {YARDSTICK_ADDITIONS:,} additions in a Python loop")
     print(json.dumps(result, sort_keys=True), flush=True)

@@ -75,7 +75,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def _quarter(index: int) -> Object:
+def quarter_claim(index: int) -> Object:
     """Return claim ``c-<index>`` for a quarter of a card, unallocated."""
     return lifelike_claim(
         {
@@ -90,7 +90,7 @@ def _quarter(index: int) -> Object:
     )  # fmt: skip
 
 
-def _allocation(index: int, node: str, card: int) -> Object:
+def quarter_allocation(index: int, node: str, card: int) -> Object:
     """Return the allocation of claim ``c-<index>``: a quarter of ``node``'s card."""
     result = {
         "request": "gpu", "driver": NAMES.driver, "pool": node, "device": f"gpu-{card}",
@@ -105,7 +105,8 @@ def _allocation(index: int, node: str, card: int) -> Object:
     }  # fmt: skip
 
 
-def _pod(index: int, node: str | None, *, gated: bool = False) -> Object:
+def bench_pod(index: int, node: str | None, *, gated: bool = False) -> Object:
+    """Return pod ``p-<index>`` (claim ``c-<index>``), as a Deployment's pod on ``node``."""
     thin: Object = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -136,12 +137,12 @@ def populate(server: FakeApiServer, inventory: Inventory, claims: int) -> float:
     for index in range(claims):
         slot = index % cards
         node = nodes[slot // CARDS_PER_NODE]
-        made = _quarter(index)
+        made = quarter_claim(index)
         made["metadata"]["finalizers"] = [NAMES.finalizer]  # committed by the controller
         stored = server.create(made)
-        pod = server.create(_pod(index, node))
+        pod = server.create(bench_pod(index, node))
         status = {
-            "allocation": _allocation(index, node, slot % CARDS_PER_NODE),
+            "allocation": quarter_allocation(index, node, slot % CARDS_PER_NODE),
             "reservedFor": [
                 {"resource": "pods", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}
             ],
@@ -177,8 +178,8 @@ def measure(
     started = time.monotonic()
     try:
         controller.wait_ready(timeout)
-        server.create(_quarter(probe))
-        server.create(_pod(probe, None, gated=True))
+        server.create(quarter_claim(probe))
+        server.create(bench_pod(probe, None, gated=True))
         deadline = time.monotonic() + timeout
         while True:
             pod = server.get("pods", NAMESPACE, f"p-{probe}") or {}

@@ -369,7 +369,12 @@ def test_stand_in_control_plane_starts_serves_the_kubeconfig_and_stops(
     with RealControlPlane(fake_bin_dir, tmp_path / "work") as plane:
         assert plane.version == (1, 36)
         assert plane.url == f"https://127.0.0.1:{plane.layout.apiserver_port}"
-        assert len(plane.pids()) == 4
+        assert set(plane.pids()) == {
+            "etcd",
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+        }
         with plane.api_client() as api:
             core = client.CoreV1Api(api)
             account = raw(core.read_namespaced_service_account, "default", "default")
@@ -408,7 +413,7 @@ def test_component_never_ready_times_out_with_its_last_answer(
         "kube-apiserver not ready within 3 s (last answer: HTTP 500: [-]etcd failed); "
         "log tails follow\n--- etcd ("
     )
-    assert plane.pids() == []
+    assert plane.pids() == {}
     assert_all_gone(recorded_pids(tmp_path))
 
 
@@ -490,4 +495,4 @@ def test_real_control_plane_keeps_consumable_capacity_and_creates_claims(tmp_pat
             time.sleep(0.5)
         assert claims[0]["spec"]["devices"]["requests"][0]["exactly"]["capacity"] == capacity
         pids = plane.pids()
-    assert [pid for pid in pids if is_running(pid)] == []
+    assert [pid for pid in pids.values() if is_running(pid)] == []

@@ -23,7 +23,7 @@ import socket
 import ssl
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Final, TypeAlias
@@ -126,8 +126,9 @@ class RealControlPlane:
     (``logs/<name>.log``) and the nodes' root directories (``nodes/<name>``).
     ``kube_version_hint`` (``"1.36"``) replaces asking ``kube-apiserver --version``, for builds
     that report no usable version; ``extra_gates`` are set on top of :func:`feature_gates`.
-    ``timeout_s`` bounds the whole start-up; ``grace_s`` is how long each component may take
-    to exit on SIGTERM before it is killed. A context manager.
+    ``apiserver_flags`` are added to kube-apiserver's command line (an audit log, for
+    benchmarks). ``timeout_s`` bounds the whole start-up; ``grace_s`` is how long each
+    component may take to exit on SIGTERM before it is killed. A context manager.
     """
 
     def __init__(
@@ -137,6 +138,7 @@ class RealControlPlane:
         kube_version_hint: str | None = None,
         *,
         extra_gates: Mapping[str, bool] | None = None,
+        apiserver_flags: Sequence[str] = (),
         timeout_s: float = 120.0,
         grace_s: float = 10.0,
     ) -> None:
@@ -144,6 +146,7 @@ class RealControlPlane:
         self.work_dir = work_dir
         self.kube_version_hint = kube_version_hint
         self.extra_gates = dict(extra_gates or {})
+        self.apiserver_flags = tuple(apiserver_flags)
         self.timeout_s = timeout_s
         self.grace_s = grace_s
         self.version: tuple[int, int] | None = None
@@ -228,13 +231,15 @@ class RealControlPlane:
             self._wait("default ServiceAccount", self._probe_of("", sa_path), deadline)
 
     def _commands(self) -> dict[str, list[str]]:
-        return component_commands(
+        commands = component_commands(
             self.binaries.paths,
             self.layout,
             self._gates(),
             etcd_cluster_flag=self._etcd_cluster_flag,
             runtime=runtime_config(self.version or MIN_VERSION),
         )
+        commands["kube-apiserver"] += self.apiserver_flags
+        return commands
 
     def _probe_of(self, name: str, path: str | None = None) -> _Probe:
         layout, pki = self.layout, self.layout.pki
@@ -327,9 +332,11 @@ class RealControlPlane:
         while self._components:
             self._components.pop(next(reversed(self._components))).stop(self.grace_s)
 
-    def pids(self) -> list[int]:
-        """Return the process IDs of the components still running (for tests and debugging)."""
-        return [c.process.pid for c in self._components.values() if c.process and c.running()]
+    def pids(self) -> dict[str, int]:
+        """Return the process ID of each component still running, by its name."""
+        return {
+            name: c.process.pid for name, c in self._components.items() if c.process and c.running()
+        }
 
 
 def _probe(pki: Pki | None, port: int, path: str, expect: str) -> tuple[bool, str]:

@@ -1,0 +1,54 @@
+"""hack/bench/realplane.py and realmemory.py at a tiny size, on the real control plane."""
+
+from __future__ import annotations
+
+import pytest
+import realkube
+from bench.smoke import smoke_run
+
+pytestmark = pytest.mark.realk8s
+
+
+@pytest.fixture(autouse=True)
+def _binaries() -> None:
+    realkube.binaries("kube-controller-manager", "kube-scheduler", "klhollow")
+
+
+def test_realplane_smoke_run_binds_every_pod_down_both_paths_in_both_orders() -> None:
+    """Each phase binds all its pods; only the gated path is ungated by the controller."""
+    result = smoke_run("realplane.py", timeout=400)
+    assert result["benchmark"] == "realplane"
+    phases = result["phases"]
+    assert [(p["order"], p["path"]) for p in phases] == [
+        (1, "scheduler"), (1, "gated"), (2, "gated"), (2, "scheduler"),
+    ]  # fmt: skip
+    for phase in phases:
+        bound = phase["bound"]
+        assert bound["count"] == phase["pods"] == 4
+        assert 0 < bound["p50_ms"] <= bound["p99_ms"] <= bound["max_ms"]
+        assert phase["cpu_ms_per_pod"]["kube-apiserver"] > 0
+        assert phase["controller_rss_mb"] > 0
+        requests = phase["requests_per_pod"]
+        # Every pod was created once, and kube-scheduler bound each.
+        assert requests["bench"]["create pods"] == 1.0
+        assert requests["kube-scheduler"]["create pods/binding"] == 1.0
+        controller = requests.get("gpushare-controller", {})
+        if phase["path"] == "gated":
+            assert phase["ungate"]["count"] == 4
+            assert controller["patch pods"] == 1.0  # the gate, removed once
+            assert "update resourceclaims/status" not in requests["kube-scheduler"]
+        else:
+            assert phase["ungate"] is None
+            assert "patch pods" not in controller
+            assert requests["kube-scheduler"]["update resourceclaims/status"] == 1.0
+    assert set(result["acceptance"]) >= {"p99_pass", "p50_pass", "cpu_pass"}
+
+
+def test_realmemory_smoke_run_places_the_probe_over_a_filled_cluster() -> None:
+    """The controller starts over the claims made, places one more pod, and its RSS is read."""
+    result = smoke_run("realmemory.py", timeout=300)
+    assert result["benchmark"] == "realmemory"
+    assert (result["nodes"], result["claims"]) == (4, 40)
+    assert 0 < result["rss_bytes"] <= result["peak_rss_bytes"]
+    assert result["placed_after_s"] > 0
+    assert result["target"]["at_target_size"] is False
