@@ -12,17 +12,17 @@ claim write is a patch of the fields it changes: nothing of a cached claim is se
 Slices keep every field (the engine reads nearly all of them) and DeviceClasses are kept as
 they are: there are few.
 
-What is kept is also :func:`compact`: every key and short string interned, so the twenty
-thousand copies of ``"metadata"``, ``"resource.k8s.io/v1"`` or a node's name are one object;
-and :class:`Slimmer` keeps equal parts of different objects once.
+What is kept is also :func:`~dra_driver.k8s.compact.compact`: every key and short string
+interned, so the twenty thousand copies of ``"metadata"``, ``"resource.k8s.io/v1"`` or a
+node's name are one object; and :class:`Slimmer` keeps equal parts of different objects once.
 """
 
 from __future__ import annotations
 
-import json
-import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
+
+from dra_driver.k8s.compact import SHARED_PARTS, SharedParts, compact, pick
 
 Object = dict[str, Any]
 
@@ -55,25 +55,15 @@ _POD_STATUS: Final = ("phase", "resourceClaimStatuses")
 _NODE_METADATA: Final = ("name", "uid", "labels")
 _NODE_SPEC: Final = ("taints", "unschedulable")
 _NODE_STATUS: Final = ("allocatable",)
-_SHARED_PARTS: Final = 4096
-"""Distinct shared parts remembered; past it the table starts over (sharing, not caching)."""
-_SHORT: Final = 64
-"""Strings up to this long are interned: names, kinds, versions, label values."""
-
-
-def _pick(source: object, keys: Iterable[str]) -> Object:
-    if not isinstance(source, Mapping):
-        return {}
-    return {key: source[key] for key in keys if key in source}
 
 
 def _head(obj: Mapping[str, Any]) -> Object:
-    return _pick(obj, ("apiVersion", "kind"))
+    return pick(obj, ("apiVersion", "kind"))
 
 
 def _container(container: object) -> Object:
     """Keep what node fit reads: requests, and only the ports that claim a host port."""
-    kept = _pick(container, _CONTAINER)
+    kept = pick(container, _CONTAINER)
     if not isinstance(container, Mapping):
         return kept
     requests = (container.get("resources") or {}).get("requests")
@@ -87,17 +77,6 @@ def _container(container: object) -> Object:
     return kept
 
 
-def compact(value: Any) -> Any:  # noqa: ANN401 - any JSON value
-    """Return ``value`` with every key and short string interned (equal, and smaller)."""
-    if isinstance(value, dict):
-        return {sys.intern(key): compact(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [compact(item) for item in value]
-    if isinstance(value, str) and len(value) <= _SHORT:
-        return sys.intern(value)
-    return value
-
-
 class Slimmer:
     """The informers' transforms, sharing equal parts between the objects they keep.
 
@@ -107,24 +86,9 @@ class Slimmer:
     in place (its writes work on copies).
     """
 
-    def __init__(self, limit: int = _SHARED_PARTS) -> None:
-        self._limit = limit
-        self._parts: dict[str, Any] = {}
-
-    def _shared(self, value: Any) -> Any:  # noqa: ANN401 - any JSON value
-        key = json.dumps(value, sort_keys=True, separators=(",", ":"))
-        found = self._parts.get(key)
-        if found is None:
-            if len(self._parts) >= self._limit:
-                self._parts.clear()  # parts seen before stay shared where they are
-            found = self._parts[key] = value
-        return found
-
-    def _share(self, parent: object, *keys: str) -> None:
-        if isinstance(parent, dict):
-            for key in keys:
-                if key in parent:
-                    parent[key] = self._shared(parent[key])
+    def __init__(self, limit: int = SHARED_PARTS) -> None:
+        self._parts = SharedParts(limit)
+        self._share = self._parts.share
 
     def pod(self, pod: Object) -> Object:
         """Return the parts of a pod the controller reads.
@@ -133,16 +97,16 @@ class Slimmer:
         fit read of it is kept (not its tolerations, node selector or spread constraints).
         """
         spec = pod.get("spec") or {}
-        kept = _pick(spec, _BOUND_POD_SPEC if spec.get("nodeName") else _POD_SPEC)
+        kept = pick(spec, _BOUND_POD_SPEC if spec.get("nodeName") else _POD_SPEC)
         for key in ("containers", "initContainers"):
             if isinstance(spec.get(key), list):
                 kept[key] = [_container(container) for container in spec[key]]
         slim: Object = compact(
             {
                 **_head(pod),
-                "metadata": _pick(pod.get("metadata"), _POD_METADATA),
+                "metadata": pick(pod.get("metadata"), _POD_METADATA),
                 "spec": kept,
-                "status": _pick(pod.get("status"), _POD_STATUS),
+                "status": pick(pod.get("status"), _POD_STATUS),
             }
         )
         self._share(slim["metadata"], "labels")
@@ -154,9 +118,9 @@ class Slimmer:
         slim: Object = compact(
             {
                 **_head(node),
-                "metadata": _pick(node.get("metadata"), _NODE_METADATA),
-                "spec": _pick(node.get("spec"), _NODE_SPEC),
-                "status": _pick(node.get("status"), _NODE_STATUS),
+                "metadata": pick(node.get("metadata"), _NODE_METADATA),
+                "spec": pick(node.get("spec"), _NODE_SPEC),
+                "status": pick(node.get("status"), _NODE_STATUS),
             }
         )
         self._share(slim["status"], "allocatable")

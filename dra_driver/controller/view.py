@@ -20,8 +20,9 @@ from kubernetes import client
 
 from dra_driver.api import DriverNames
 from dra_driver.controller.engine import Snapshot
-from dra_driver.controller.slim import Slimmer, compact
+from dra_driver.controller.slim import Slimmer
 from dra_driver.k8s import objects
+from dra_driver.k8s.compact import compact
 from dra_driver.k8s.informer import EventType, Informer, InformerGroup
 from dra_driver.k8s.podaffinity import Placement, relevant
 from dra_driver.k8s.podfit import NodeUsage, demand
