@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import faulthandler
 import logging
 import random
 import shutil
@@ -353,6 +354,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     # Unix socket paths must stay under 108 bytes: a short directory under /tmp.
     work_dir = Path(tempfile.mkdtemp(prefix="gpushare-load-", dir="/tmp"))
+    # A run far past its waits is hung somewhere no timeout covers: say where, on stderr.
+    faulthandler.dump_traceback_later(settings.waves * settings.timeout * 2 + 30, exit=False)
     try:
         report = LoadRun(settings, work_dir).run()
     finally:

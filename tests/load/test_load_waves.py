@@ -12,22 +12,40 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 WAVES, PODS, NODES, REAL_PLUGINS = 3, 60, 10, 2
+RUN_TIMEOUT_S = 300
+"""Three waves that each wait out --timeout twice, with the report (about 30 s when sound)."""
+
+# The module's run is set up by the first test: its timeout must outlast the run's own.
+pytestmark = pytest.mark.timeout(RUN_TIMEOUT_S + 30)
+
+
+def _text(captured: str | bytes | None) -> str:
+    """Return what a timed-out run had written (bytes or text, as the platform gives it)."""
+    if isinstance(captured, bytes):
+        return captured.decode(errors="replace")
+    return captured or ""
 
 
 @pytest.fixture(scope="module")
 def report() -> dict[str, Any]:
     """Run the load script once for this module and return its JSON line."""
-    done = subprocess.run(
-        [
-            sys.executable, str(ROOT / "hack/load.py"),
-            "--waves", str(WAVES), "--pods", str(PODS), "--nodes", str(NODES),
-            "--real-plugins", str(REAL_PLUGINS), "--timeout", "40",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,  # exit 1 only says a check failed; the tests say which
-        timeout=300,  # three waves that each wait out --timeout twice, with the report
-    )  # fmt: skip
+    try:
+        done = subprocess.run(
+            [
+                sys.executable, str(ROOT / "hack/load.py"),
+                "--waves", str(WAVES), "--pods", str(PODS), "--nodes", str(NODES),
+                "--real-plugins", str(REAL_PLUGINS), "--timeout", "40",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,  # exit 1 only says a check failed; the tests say which
+            timeout=RUN_TIMEOUT_S,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as hung:
+        pytest.fail(
+            f"hack/load.py still ran after {RUN_TIMEOUT_S} s; stdout:\n{_text(hung.stdout)[-3000:]}"
+            f"\nstderr (the hang's stacks):\n{_text(hung.stderr)[-12000:]}"
+        )
     last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     report = f"exit {done.returncode} without a report; stderr ends:\n{done.stderr[-4000:]}"
     assert last.startswith("{"), report

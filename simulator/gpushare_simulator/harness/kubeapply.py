@@ -21,6 +21,8 @@ from dra_driver.k8s.errors import NotFoundError, translate_errors
 Object = dict[str, Any]
 
 YAML: Final = "application/yaml"
+REQUEST_TIMEOUT_S: Final = 30.0
+"""A request the API server never answers fails, naming itself, instead of hanging the caller."""
 
 
 class Applier:
@@ -87,7 +89,8 @@ class Applier:
         )
         with translate_errors():
             response = self._api._call_with_legacy_options(
-                request, {}, async_req=None, preload_content=False, request_timeout=None,
+                request, {}, async_req=None, preload_content=False,
+                request_timeout=REQUEST_TIMEOUT_S,
                 return_http_data_only=True,
             )  # fmt: skip
             data = response.data
