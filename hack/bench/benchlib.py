@@ -14,7 +14,10 @@ import resource
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+
+from dra_driver.nvml.inventory import Inventory, parse_inventory
 
 YARDSTICK_ADDITIONS = 10_000_000
 """The yardstick: seconds a plain Python loop takes for this many additions."""
@@ -76,6 +79,26 @@ def machine() -> dict[str, Any]:
 def peak_rss_bytes() -> int:
     """Return this process's peak resident set size (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def h100_nodes(nodes: int, prefix: str) -> Inventory:
+    """Return ``nodes`` nodes (``<prefix>0``, ...) of 8 H100 80GB cards, two NUMA nodes each."""
+    return parse_inventory(f"""
+generate:
+  nodes: {nodes}
+  namePrefix: {prefix}
+  cardsPerNode: 8
+  card: {{productName: NVIDIA H100 80GB HBM3, memory: 80Gi, architecture: Hopper,
+         cudaComputeCapability: "9.0", driverVersion: "550.54.15", numaNodes: 2}}
+""")
+
+
+def proc_status_bytes(pid: int, field: str) -> int:
+    """Return a size field of ``/proc/<pid>/status`` (``VmRSS``, ``VmHWM``) in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {field} in /proc/{pid}/status")
 
 
 def emit(result: dict[str, Any]) -> None:

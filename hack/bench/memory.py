@@ -33,14 +33,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from benchlib import emit, machine
+from benchlib import emit, h100_nodes, machine, proc_status_bytes
 from gpushare_simulator.harness.apiserver import FakeApiServer
 from gpushare_simulator.harness.lifelike import lifelike_claim, lifelike_node, lifelike_pod
 from gpushare_simulator.harness.processes import ComponentProcess
 
 from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
 from dra_driver.api.classes import default_device_classes
-from dra_driver.nvml.inventory import Inventory, parse_inventory
+from dra_driver.nvml.inventory import Inventory
 from dra_driver.plan.inventory import node_object, node_slices
 
 Object = dict[str, Any]
@@ -51,14 +51,6 @@ CARDS_PER_NODE: Final = 8
 SHARES_PER_CARD: Final = 4
 TARGET_BYTES: Final = 300 * 10**6
 TARGET_NODES, TARGET_CLAIMS = 1000, 20_000
-_INVENTORY: Final = """
-generate:
-  nodes: {nodes}
-  namePrefix: node-
-  cardsPerNode: 8
-  card: {{productName: NVIDIA H100 80GB HBM3, memory: 80Gi, architecture: Hopper,
-         cudaComputeCapability: "9.0", driverVersion: "550.54.15", numaNodes: 2}}
-"""
 # Runs the controller with the informers as they were before slimming: whole objects, and
 # every list in one response. Only the benchmark's child process is changed.
 _UNSLIMMED: Final = """
@@ -151,13 +143,6 @@ def populate(server: FakeApiServer, inventory: Inventory, claims: int) -> float:
     return time.monotonic() - started
 
 
-def _status_bytes(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no {field} in /proc/{pid}/status")
-
-
 def measure(
     server: FakeApiServer, work: Path, mode: str, probe: int, timeout: float
 ) -> dict[str, Any]:
@@ -191,12 +176,22 @@ def measure(
         placed = time.monotonic() - started
         time.sleep(2.0)  # let the watch deliver the controller's own writes
         return {
-            "rss_bytes": _status_bytes(controller.pid, "VmRSS"),
-            "peak_rss_bytes": _status_bytes(controller.pid, "VmHWM"),
+            "rss_bytes": proc_status_bytes(controller.pid, "VmRSS"),
+            "peak_rss_bytes": proc_status_bytes(controller.pid, "VmHWM"),
             "start_to_placed_s": round(placed, 2),
         }
     finally:
         controller.terminate()
+
+
+def size_parser(description: str, smoke: str) -> argparse.ArgumentParser:
+    """Return the flags of a memory benchmark: cluster size, timeout, smoke size."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--nodes", type=int, default=TARGET_NODES)
+    parser.add_argument("--claims", type=int, default=TARGET_CLAIMS, help="and as many pods")
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--smoke", action="store_true", help=smoke)
+    return parser
 
 
 def _mb(value: int) -> str:
@@ -205,14 +200,9 @@ def _mb(value: int) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse the flags, build the cluster, measure both modes and print the figures."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=TARGET_NODES)
-    parser.add_argument("--claims", type=int, default=TARGET_CLAIMS, help="and as many pods")
-    parser.add_argument("--timeout", type=float, default=600.0)
-    parser.add_argument("--smoke", action="store_true", help="10 nodes, 100 claims")
-    args = parser.parse_args(argv)
+    args = size_parser(__doc__.splitlines()[0], "10 nodes, 100 claims").parse_args(argv)
     nodes, claims = (10, 100) if args.smoke else (args.nodes, args.claims)
-    inventory: Inventory = parse_inventory(_INVENTORY.format(nodes=nodes))
+    inventory: Inventory = h100_nodes(nodes, "node-")
     with (
         tempfile.TemporaryDirectory(prefix="gs-mem-", dir="/tmp") as work,
         FakeApiServer() as server,

@@ -18,7 +18,6 @@ The last line of output is one JSON object with every figure (see hack/bench/ben
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 import shutil
 import tempfile
@@ -27,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from benchlib import emit, machine
+from benchlib import emit, machine, proc_status_bytes
 from kubernetes import client
 from memory import (
     CARDS_PER_NODE,
@@ -40,6 +39,7 @@ from memory import (
     bench_pod,
     quarter_allocation,
     quarter_claim,
+    size_parser,
 )
 from realplane import Bench, gpu_inventory, started
 
@@ -54,13 +54,6 @@ _WRITERS: Final = 8
 def _orphan(pod: Object) -> Object:
     """Return ``pod`` without its owner (a real garbage collector deletes an orphaned pod)."""
     return {**pod, "metadata": {k: v for k, v in pod["metadata"].items() if k != "ownerReferences"}}
-
-
-def _status_bytes(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no {field} in /proc/{pid}/status")
 
 
 class Filler:
@@ -119,12 +112,7 @@ def _placed(bench: Bench, probe: int, timeout: float) -> float:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Fill the real plane, start the controller, place one pod, print its memory."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=TARGET_NODES)
-    parser.add_argument("--claims", type=int, default=TARGET_CLAIMS, help="and as many pods")
-    parser.add_argument("--timeout", type=float, default=600.0)
-    parser.add_argument("--smoke", action="store_true", help="4 nodes, 40 claims")
-    args = parser.parse_args(argv)
+    args = size_parser(__doc__.splitlines()[0], "4 nodes, 40 claims").parse_args(argv)
     nodes, claims = (4, 40) if args.smoke else (args.nodes, args.claims)
     inventory = gpu_inventory(nodes)
     fill = Filler([n.name for n in inventory.nodes], claims)
@@ -137,8 +125,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             time.sleep(2.0)  # the watch delivers the controller's own writes
             pid = bench.processes()["controller"]
             figures = {
-                "rss_bytes": _status_bytes(pid, "VmRSS"),
-                "peak_rss_bytes": _status_bytes(pid, "VmHWM"),
+                "rss_bytes": proc_status_bytes(pid, "VmRSS"),
+                "peak_rss_bytes": proc_status_bytes(pid, "VmHWM"),
                 "placed_after_s": round(placed, 2),
             }
     finally:

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from benchlib import emit, latency_summary, machine
+from benchlib import emit, h100_nodes, latency_summary, machine, proc_status_bytes
 from gpushare_simulator.harness import kubebin
 from gpushare_simulator.harness.chartinstall import ChartInstall
 from gpushare_simulator.harness.controlplane import RealControlPlane
@@ -50,7 +50,7 @@ from realplane_audit import AuditLog, audit_flags
 
 from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
 from dra_driver.k8s import raw
-from dra_driver.nvml.inventory import Inventory, dump_inventory, parse_inventory
+from dra_driver.nvml.inventory import Inventory, dump_inventory
 from dra_driver.plan.inventory import node_object, node_slices
 
 Object = dict[str, Any]
@@ -69,19 +69,11 @@ P50_SLACK_MS: Final = 20.0
 """Paced, the gated path's p50 may exceed kube-scheduler's by this much (its p99 by nothing)."""
 THROUGHPUT_RATIO: Final = 1.25
 """Unpaced, the gated path must place pods at least this much faster than kube-scheduler."""
-_INVENTORY: Final = """
-generate:
-  nodes: {nodes}
-  namePrefix: gpu-
-  cardsPerNode: 8
-  card: {{productName: NVIDIA H100 80GB HBM3, memory: 80Gi, architecture: Hopper,
-         cudaComputeCapability: "9.0", driverVersion: "550.54.15", numaNodes: 2}}
-"""
 
 
 def gpu_inventory(nodes: int) -> Inventory:
     """Return ``nodes`` GPU nodes (gpu-0, gpu-1, ...) of 8 H100 80GB cards each."""
-    return parse_inventory(_INVENTORY.format(nodes=nodes))
+    return h100_nodes(nodes, "gpu-")
 
 
 def _template(cores: int, memory: str) -> Object:
@@ -213,10 +205,7 @@ class Bench:
 
 
 def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
+    return round(proc_status_bytes(pid, "VmRSS") / 2**20, 1)
 
 
 def _profile(pid: int, out: Path, seconds: float) -> subprocess.Popen[bytes]:
