@@ -159,7 +159,7 @@ class Controller:
             if self._term_over():
                 return
         # Built now, before the loops run: else the first pod after a start or a failover
-        # waits while every device of the cluster is read (a second at 1,000 nodes).
+        # waits while every device of the cluster is read (over a second at 1,000 nodes).
         self.view.snapshot()
         with self._term:
             if self._term_over():
