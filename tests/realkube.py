@@ -28,10 +28,7 @@ def required() -> bool:
 
 def source() -> Path | None:
     """Return the directory of binaries to use: the variable's, else ../shared/k8s/bin."""
-    given = os.environ.get(kubebin.KUBE_BINARIES_ENV, "")
-    if given:
-        return Path(given).expanduser()
-    return SHARED / "bin" if (SHARED / "bin").is_dir() else None
+    return kubebin.source(SHARED / "bin")
 
 
 def binaries(*needed: str) -> kubebin.KubeBinaries:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import shutil
 import subprocess
 import sys
@@ -100,11 +99,11 @@ def _claim(name: str, template: Object) -> Object:
 
 
 def _binaries() -> kubebin.KubeBinaries:
-    given = os.environ.get(kubebin.KUBE_BINARIES_ENV, "")
-    directory = Path(given).expanduser() if given else SHARED_BIN
-    if not directory.is_dir():
+    directory = kubebin.source(SHARED_BIN)
+    if directory is None or not directory.is_dir():
         raise SystemExit(
-            f"no Kubernetes binaries at {directory}: set {kubebin.KUBE_BINARIES_ENV} to a "
+            f"no Kubernetes binaries at {directory or SHARED_BIN}: set "
+            f"{kubebin.KUBE_BINARIES_ENV} to a "
             "directory holding etcd, kube-apiserver, kube-controller-manager, kube-scheduler "
             "and klhollow"
         )

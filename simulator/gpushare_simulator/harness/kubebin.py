@@ -58,6 +58,19 @@ class KubeBinaries:
         return self.paths[name]
 
 
+def source(default: Path, environ: Mapping[str, str] | None = None) -> Path | None:
+    """Return the directory of binaries to use: ``$GPUSHARE_KUBE_BINARIES``, else ``default``.
+
+    ``None`` when the variable is unset and ``default`` (a checkout's ``../shared/k8s/bin``) is
+    not there.
+    """
+    env = os.environ if environ is None else environ
+    given = env.get(KUBE_BINARIES_ENV, "")
+    if given:
+        return Path(given).expanduser()
+    return default if default.is_dir() else None
+
+
 def default_cache(environ: Mapping[str, str] | None = None) -> Path:
     """Return the unpack cache: ``$GPUSHARE_KUBE_CACHE``, else under ``$XDG_CACHE_HOME``."""
     env = os.environ if environ is None else environ
