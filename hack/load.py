@@ -228,6 +228,8 @@ class LoadRun:
         figures["cleanup_s"] = round(time.monotonic() - deleting, 1)
         figures["leftovers"] = left[:20]
         figures["leftover_count"] = len(left)
+        if left:
+            figures["stuck_cleanup"] = self._controller_state(controller, stacks=True)
         # Released claims are gone from the API by now; the controller has seen it at once.
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         nodes = len(self.inventory.nodes)
@@ -277,13 +279,20 @@ class LoadRun:
                 "phase": (pod.get("status") or {}).get("phase"),
                 "last_event": f"{last.get('reason')}: {last.get('message')}" if last else None,
             })  # fmt: skip
+        return {"count": len(names), "pods": pods, **self._controller_state(controller)}
+
+    def _controller_state(
+        self, controller: ComponentProcess, *, stacks: bool = False
+    ) -> dict[str, Any]:
+        """Whether the controller runs, its last log lines and, if asked, its threads' stacks."""
         alive = controller.process.poll() is None
-        return {
-            "count": len(names),
-            "pods": pods,
+        state: dict[str, Any] = {
             "controller": "running" if alive else f"exited {controller.process.returncode}",
             "controller_log_tail": controller.output().splitlines()[-_LOG_TAIL_LINES:],
         }
+        if stacks:
+            state["controller_stacks"] = controller.stacks().splitlines()
+        return state
 
     def _rss(self, controller: ComponentProcess) -> dict[str, int]:
         sampled = {"controller": controller.rss_bytes()}

@@ -64,7 +64,8 @@ def test_every_wave_runs_all_its_pods_and_leaves_nothing_behind(report: dict[str
         assert wave["shared_claims"] == PODS // 10 // 4
         assert wave["latency_running"]["count"] == PODS
         assert wave["violations_under_load"] == []
-        assert (wave["leftover_count"], wave["leftovers"]) == (0, []), number
+        where = json.dumps(wave.get("stuck_cleanup"), indent=1)
+        assert (wave["leftover_count"], wave["leftovers"]) == (0, []), (number, where)
 
 
 def test_memory_is_sampled_per_wave_for_the_controller_and_plugin_processes(

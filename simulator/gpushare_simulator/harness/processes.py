@@ -22,10 +22,12 @@ from pathlib import Path
 from typing import Final
 
 from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
+from dra_driver.k8s.signals import STACKS_SIGNAL
 from gpushare_simulator.harness.cluster import FakeCluster
 from gpushare_simulator.harness.spawn import spawn
 
 _STOP_SECONDS: Final = 20.0
+_STACKS_SECONDS: Final = 3.0
 _PAGE_SIZE: Final = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -75,6 +77,27 @@ class ComponentProcess:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{self.argv[3]} not ready in {timeout} s:\n{self.output()}")
             time.sleep(0.05)
+
+    def stacks(self, wait: float = _STACKS_SECONDS) -> str:
+        """Ask the live process for every thread's stack (SIGUSR1); return what it wrote.
+
+        ``""`` when the process has exited. For a report of where a stuck component is.
+        """
+        if self.process.poll() is not None:
+            return ""
+        before = len(self.output())
+        self.process.send_signal(STACKS_SIGNAL)
+        deadline = time.monotonic() + wait
+        written = ""
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            now = self.output()[before:]
+            # One "(most recent call first)" block per thread, in a few writes: done when
+            # the dump has begun and stopped growing.
+            if now == written and "most recent call first" in now:
+                break
+            written = now
+        return written
 
     def rss_bytes(self) -> int:
         """Return the resident set size now (from ``/proc``, so Linux only)."""
