@@ -30,6 +30,7 @@ from dra_driver.webhook.settings import WebhookSettings
 
 if TYPE_CHECKING:
     from dra_driver.cli.command import Invocation
+    from dra_driver.controller.view import ClusterView
 
 EXIT_FAILURE: Final = 1
 EXIT_USAGE: Final = 2
@@ -90,33 +91,34 @@ def kubelet_plugin(invocation: Invocation) -> int:
 def controller(invocation: Invocation) -> int:
     """Run the allocation controller until SIGTERM (or until it loses its Lease).
 
-    With ``--webhook-enabled`` the process serves the admission webhook too, started first so
-    that pods are gated from the moment this replica runs.
+    With ``--webhook-enabled`` the process serves the admission webhook too, started before
+    the controller so that pods are gated from the moment this replica runs, and reading the
+    controller's informers rather than watching the same objects a second time.
     """
     from dra_driver.controller import run as controller_run  # noqa: PLC0415 - see the module
     from dra_driver.webhook import run as webhook_run  # noqa: PLC0415 - docstring
+    from dra_driver.webhook.cache import Borrowed  # noqa: PLC0415 - docstring
 
     kube = invocation.settings(KubeClientSettings)
     webhook_settings = invocation.settings(WebhookSettings)
-    hosted = None
-    if webhook_settings.webhook_enabled:
-        try:
-            hosted = webhook_run.serve(invocation.names, webhook_settings, kube)
-        except webhook_run.WebhookConfigError as exc:
-            print(f"gpushare-dra controller: error: webhook: {exc}", file=sys.stderr)  # noqa: T201
-            return EXIT_USAGE
+
+    def host(view: ClusterView) -> webhook_run.Webhook:
+        # The webhook reads the controller's caches of classes, claims and slices.
+        borrowed = Borrowed(classes=view.classes, claims=view.claims, slices=view.slices)
+        return webhook_run.serve(invocation.names, webhook_settings, kube, borrowed=borrowed)
+
     try:
         return controller_run.run(
             invocation.names,
             invocation.settings(ControllerSettings),
             kube,
             invocation.settings(ObservabilitySettings),
-            hosted=hosted.loops() if hosted is not None else (),
+            host=host if webhook_settings.webhook_enabled else None,
             default_backend=webhook_settings.backend,
         )
-    finally:
-        if hosted is not None:
-            hosted.stop()
+    except webhook_run.WebhookConfigError as exc:
+        print(f"gpushare-dra controller: error: webhook: {exc}", file=sys.stderr)  # noqa: T201
+        return EXIT_USAGE
 
 
 def webhook(invocation: Invocation) -> int:

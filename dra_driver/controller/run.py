@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Callable
+from typing import Final, Protocol
 
 from prometheus_client import CollectorRegistry
 
 from dra_driver.api import Backend, DriverNames
 from dra_driver.controller.app import Controller
 from dra_driver.controller.settings import ControllerSettings
+from dra_driver.controller.view import ClusterView
 from dra_driver.k8s.client import ClientConfigError, new_api_client
 from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.k8s.signals import stop_on_signals
@@ -25,6 +26,16 @@ EXIT_CONFIG: Final = 2
 EXIT_LOST_LEADERSHIP: Final = 1
 
 
+class Hosted(Protocol):
+    """Something else the process serves beside the controller (the webhook)."""
+
+    def loops(self) -> list[Watched]:
+        """Return its loops, for the watchdog."""
+
+    def stop(self) -> None:
+        """Stop it."""
+
+
 def run(
     names: DriverNames,
     settings: ControllerSettings,
@@ -32,12 +43,15 @@ def run(
     observability: ObservabilitySettings,
     stop: threading.Event | None = None,
     *,
-    hosted: Sequence[Watched] = (),
+    host: Callable[[ClusterView], Hosted] | None = None,
     default_backend: Backend = Backend.HAMI_CORE,
 ) -> int:
     """Run until SIGTERM/SIGINT (or ``stop``); return the exit status.
 
-    ``hosted`` are the loops of what else the process serves (the webhook), watched as well;
+    ``host`` starts what else the process serves (the webhook), given the controller's
+    informers before they start, so it can read them instead of watching the same objects
+    again; it runs before the controller starts, its loops are watched too and it is stopped
+    after the controller. What it raises ends the run before anything started.
     ``default_backend`` is the kubelet plugins' backend for claims whose config names none.
     """
     stop = stop or stop_on_signals()
@@ -54,6 +68,11 @@ def run(
         log.error("controller.config", error=str(exc))  # noqa: TRY400 - the message says it all
         api_client.close()  # type: ignore[no-untyped-call]  # unannotated upstream
         return EXIT_CONFIG
+    try:
+        hosted = host(controller.view) if host is not None else None
+    except BaseException:
+        api_client.close()  # type: ignore[no-untyped-call]  # unannotated upstream
+        raise
     observer = None
     if observability.metrics_port >= 0:
         observer = ObservabilityServer(
@@ -65,7 +84,7 @@ def run(
             },
             liveness={
                 "leadership": lambda: "lost leadership" if controller.lost.is_set() else None,
-                **liveness_checks([*controller.loops(), *hosted]),
+                **liveness_checks([*controller.loops(), *(hosted.loops() if hosted else [])]),
             },
         )
         observer.start()
@@ -80,6 +99,8 @@ def run(
     finally:
         log.info("controller.stopping")
         controller.stop()
+        if hosted is not None:
+            hosted.stop()
         if observer is not None:
             observer.stop()
         api_client.close()  # type: ignore[no-untyped-call]  # unannotated upstream

@@ -23,7 +23,8 @@ from dra_driver.controller.engine import Snapshot
 from dra_driver.controller.slim import Slimmer
 from dra_driver.k8s import objects
 from dra_driver.k8s.compact import compact
-from dra_driver.k8s.informer import EventType, Informer, InformerGroup
+from dra_driver.k8s.informer import EventType, Informer
+from dra_driver.k8s.informergroup import InformerGroup
 from dra_driver.k8s.podaffinity import Placement, relevant
 from dra_driver.k8s.podfit import NodeUsage, demand
 from dra_driver.k8s.versions import FirstServed

@@ -113,7 +113,7 @@ class Informer:
         self._timeouts = timeouts or timeouts_of(self._api_client)
         self.name = f"informer-{name}"
         self._name = name
-        self._handler = handler
+        self._handlers: list[Handler] = [handler] if handler is not None else []
         self._selectors = {
             key: value
             for key, value in (
@@ -143,6 +143,16 @@ class Informer:
         """Return every cached object; the caller must not mutate them."""
         with self._lock:
             return list(self._cache.values())
+
+    def add_handler(self, handler: Handler) -> None:
+        """Also call ``handler`` for every change, after those given before; before start.
+
+        For a second reader of the same cache in one process (the webhook the controller
+        hosts), which then needs no watch of its own.
+        """
+        if self._thread is not None:
+            raise RuntimeError(f"{self.name}: handlers are added before the informer starts")
+        self._handlers.append(handler)
 
     def wait_synced(self, timeout: float | None = None) -> bool:
         """Wait until the first list has been loaded; return whether it was."""
@@ -347,12 +357,11 @@ class Informer:
         self.resource_version = version or self.resource_version
 
     def _notify(self, kind: EventType, obj: Object) -> None:
-        if self._handler is None:
-            return
-        try:
-            self._handler(kind, obj)
-        except Exception:
-            log.exception("informer.handler_failed", informer=self._name, event_type=kind)
+        for handler in self._handlers:
+            try:
+                handler(kind, obj)
+            except Exception:
+                log.exception("informer.handler_failed", informer=self._name, event_type=kind)
 
 
 class _WatchEventError(Exception):
@@ -364,31 +373,3 @@ class _WatchEventError(Exception):
         self.reason = status.get("reason")
         self.body = json.dumps(status)
         self.headers = None
-
-
-class InformerGroup:
-    """Informers a component starts, stops and waits for together."""
-
-    def __init__(self, *informers: Informer) -> None:
-        self.informers = informers
-
-    def start(self) -> None:
-        """Start every informer."""
-        for informer in self.informers:
-            informer.start()
-
-    def stop(self) -> None:
-        """Stop every informer."""
-        for informer in self.informers:
-            informer.request_stop()  # all at once: each may wait out a request
-        for informer in self.informers:
-            informer.stop()
-
-    def wait_synced(self, timeout: float | None = None) -> bool:
-        """Wait until every informer has listed once (``timeout`` applies to each)."""
-        return all(informer.wait_synced(timeout) for informer in self.informers)
-
-    @property
-    def synced(self) -> bool:
-        """Whether every informer has listed once (readiness)."""
-        return all(informer.synced for informer in self.informers)

@@ -10,12 +10,17 @@ is reserved for, of a template its spec, of a slice each card's memory and wheth
 shared. Whole, the claims of a large cluster were most of the process's memory (20,000 claims
 with their allocations and managedFields: about 250 MB, in the controller's process, which
 serves the webhook too), and an update of a claim's allocation is no change to a review.
+
+Hosted by the controller, the webhook watches no claims, slices or classes of its own: it reads
+the controller's caches of them (:class:`Borrowed`), which keep more of each object than
+:class:`Kept` would. A second watch would decode every claim change twice in one process.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from kubernetes import client
@@ -25,7 +30,8 @@ from dra_driver.api.fields import MEMORY
 from dra_driver.k8s import raw
 from dra_driver.k8s.compact import SharedParts, compact, pick
 from dra_driver.k8s.errors import ApiError, NotFoundError
-from dra_driver.k8s.informer import EventType, Informer, InformerGroup
+from dra_driver.k8s.informer import EventType, Informer
+from dra_driver.k8s.informergroup import InformerGroup
 from dra_driver.logging import get_logger
 from dra_driver.webhook.capacity import Limits, limits_from_slices
 
@@ -81,8 +87,25 @@ class Kept:
         return kept_slice
 
 
+@dataclass(frozen=True)
+class Borrowed:
+    """Informers another part of the process runs, that the webhook reads as they are.
+
+    Each must keep at least what :class:`Kept` keeps of its objects (the controller's keep
+    more), the slices only this driver's, and none may have started yet: the webhook adds its
+    handler to ``slices``. Their owner starts, stops and watches them.
+    """
+
+    classes: Informer
+    claims: Informer
+    slices: Informer
+
+
 class ClusterCache(InformerGroup):
-    """Implements :class:`~dra_driver.webhook.admission.Cluster` on informers."""
+    """Implements :class:`~dra_driver.webhook.admission.Cluster` on informers.
+
+    With ``borrowed``, only the templates are watched here (:class:`Borrowed`).
+    """
 
     def __init__(
         self,
@@ -90,6 +113,7 @@ class ClusterCache(InformerGroup):
         names: DriverNames,
         *,
         live_read_timeout: float = LIVE_READ_TIMEOUT,
+        borrowed: Borrowed | None = None,
     ) -> None:
         resource = client.ResourceV1Api(api_client)
         self._resource = resource
@@ -98,12 +122,18 @@ class ClusterCache(InformerGroup):
         self._limits: Limits | None = None
         self._slice_changes = 0
         kept = Kept()
-        self.classes = Informer(resource.list_device_class, name="webhook-classes")
         self.templates = Informer(
             resource.list_resource_claim_template_for_all_namespaces,
             name="webhook-templates",
             transform=kept.template,
         )
+        if borrowed is not None:
+            self.classes, self.claims = borrowed.classes, borrowed.claims
+            self.slices = borrowed.slices
+            self.slices.add_handler(self._slices_changed)
+            super().__init__(self.templates, borrowed=(self.classes, self.claims, self.slices))
+            return
+        self.classes = Informer(resource.list_device_class, name="webhook-classes")
         self.claims = Informer(
             resource.list_resource_claim_for_all_namespaces,
             name="webhook-claims",

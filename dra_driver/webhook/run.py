@@ -22,7 +22,7 @@ from dra_driver.metrics import ObservabilityServer
 from dra_driver.metrics.settings import ObservabilitySettings
 from dra_driver.metrics.watchdog import Watched, liveness_checks, register_silence
 from dra_driver.webhook.admission import Admission
-from dra_driver.webhook.cache import ClusterCache
+from dra_driver.webhook.cache import Borrowed, ClusterCache
 from dra_driver.webhook.metrics import WebhookMetrics
 from dra_driver.webhook.server import WebhookServer
 from dra_driver.webhook.settings import WebhookSettings
@@ -38,7 +38,10 @@ class WebhookConfigError(Exception):
 
 
 class Webhook:
-    """The cache, the HTTPS server and the metrics of one webhook; it owns ``api_client``."""
+    """The cache, the HTTPS server and the metrics of one webhook; it owns ``api_client``.
+
+    ``borrowed``: informers of the hosting process that the cache reads instead of its own.
+    """
 
     def __init__(
         self,
@@ -46,6 +49,8 @@ class Webhook:
         names: DriverNames,
         settings: WebhookSettings,
         registry: CollectorRegistry,
+        *,
+        borrowed: Borrowed | None = None,
     ) -> None:
         self._api_client = api_client
         metrics = WebhookMetrics(registry)
@@ -55,7 +60,7 @@ class Webhook:
                 settings.tls_key_file,
                 on_reload=metrics.certificate_reload,
             )
-            self.cache = ClusterCache(api_client, names)
+            self.cache = ClusterCache(api_client, names, borrowed=borrowed)
             self.server = WebhookServer(
                 Admission(names, self.cache, settings.backend),
                 tls,
@@ -70,7 +75,7 @@ class Webhook:
             raise WebhookConfigError(str(exc)) from exc
 
     def loops(self) -> list[Watched]:
-        """Return what a watchdog looks after: the cache's informers."""
+        """Return what a watchdog looks after: the cache's own informers (not borrowed ones)."""
         return list(self.cache.informers)
 
     def not_ready(self) -> str | None:
@@ -94,11 +99,13 @@ def serve(
     settings: WebhookSettings,
     kube: KubeClientSettings,
     registry: CollectorRegistry | None = None,
+    *,
+    borrowed: Borrowed | None = None,
 ) -> Webhook:
     """Start a webhook with its own API client; raise :class:`WebhookConfigError`.
 
     Its metrics go to ``registry`` (a fresh one if none is given) and are served on the
-    webhook's own port as well.
+    webhook's own port as well. ``borrowed``: the hosting process's informers to read.
     """
     try:
         # No client-side retries: a live read on a cache miss must fit in the API server's
@@ -107,7 +114,9 @@ def serve(
     except ClientConfigError as exc:
         raise WebhookConfigError(str(exc)) from exc
     try:
-        webhook = Webhook(api_client, names, settings, registry or CollectorRegistry())
+        webhook = Webhook(
+            api_client, names, settings, registry or CollectorRegistry(), borrowed=borrowed
+        )
     except WebhookConfigError:
         api_client.close()  # type: ignore[no-untyped-call]  # unannotated upstream
         raise

@@ -11,8 +11,10 @@ from controller.test_controller_e2e import bound, gated_pod, harness, template
 
 from dra_driver.controller import run as controller_run
 from dra_driver.controller.settings import ControllerSettings
+from dra_driver.controller.view import ClusterView
 from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.metrics.settings import ObservabilitySettings
+from dra_driver.metrics.watchdog import Watched
 
 NO_METRICS = ObservabilitySettings(metrics_port=-1)
 
@@ -77,3 +79,75 @@ def test_process_leads_allocates_and_stops_cleanly(work_dir: Path) -> None:
             stop.set()
             thread.join(20)
         assert statuses == [0]
+
+
+class _Hosted:
+    """A stand-in for the webhook: records the view it got and whether it was stopped."""
+
+    def __init__(self, view: ClusterView) -> None:
+        self.synced_when_hosted = view.synced
+        self.claims = view.claims
+        self.stopped = False
+
+    def loops(self) -> list[Watched]:
+        return []
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def test_a_hosted_part_gets_the_informers_before_they_start_and_stops_after(
+    work_dir: Path,
+) -> None:
+    """host() is given the controller's view unstarted; it is stopped when the run ends."""
+    hosted: list[_Hosted] = []
+
+    def host(view: ClusterView) -> _Hosted:
+        hosted.append(_Hosted(view))
+        return hosted[-1]
+
+    with harness(work_dir, node("node-a", 1)) as cluster:
+        stop = threading.Event()
+        thread = threading.Thread(
+            target=controller_run.run,
+            args=(
+                NAMES,
+                ControllerSettings(leader_elect=False),
+                KubeClientSettings(kubeconfig=str(cluster.kubeconfig())),
+                NO_METRICS,
+                stop,
+            ),
+            kwargs={"host": host},
+            daemon=True,
+        )
+        thread.start()
+        try:
+            cluster.apply([template("share", "20", "1Gi"), gated_pod("p", "share")])
+            cluster.wait_for(lambda: bound(cluster, "p"), "the pod to be bound", timeout=20)
+            assert hosted[0].claims.synced
+            assert not hosted[0].stopped
+        finally:
+            stop.set()
+            thread.join(20)
+    assert [h.synced_when_hosted for h in hosted] == [False]
+    assert hosted[0].stopped
+
+
+def test_a_hosted_part_that_cannot_start_ends_the_run_with_its_error(work_dir: Path) -> None:
+    """What host() raises comes out of run() (the CLI reports it) before the controller starts."""
+
+    def refuse(view: ClusterView) -> _Hosted:
+        raise OSError(f"port taken; informers started: {view.claims.synced}")
+
+    with (
+        harness(work_dir, node("node-a", 1)) as cluster,
+        pytest.raises(OSError, match="port taken; informers started: False"),
+    ):
+        controller_run.run(
+            NAMES,
+            ControllerSettings(leader_elect=False),
+            KubeClientSettings(kubeconfig=str(cluster.kubeconfig())),
+            NO_METRICS,
+            stop=threading.Event(),
+            host=refuse,
+        )

@@ -168,6 +168,31 @@ def test_a_failing_handler_does_not_stop_the_watch(api: client.ResourceV1Api) ->
         informer.stop()
 
 
+def test_an_added_handler_sees_every_change_after_the_first_one_even_if_that_fails(
+    api: client.ResourceV1Api,
+) -> None:
+    """A second reader's handler gets each event after the first; only before the start."""
+    order: list[str] = []
+
+    def first(kind: EventType, obj: Object) -> None:
+        order.append(f"first {kind} {obj['metadata']['name']}")
+        raise RuntimeError("the first reader's bug is not the second's")
+
+    second = Recorder()
+    informer = Informer(api.list_resource_slice, name="t", handler=first)
+    informer.add_handler(lambda kind, obj: (order.append(f"second {kind}"), second(kind, obj)))
+    informer.start()
+    try:
+        with pytest.raises(RuntimeError, match="before the informer starts"):
+            informer.add_handler(second)
+        assert informer.wait_synced(5)
+        raw.call(api.create_resource_slice, slice_("s1", "n1"))
+        assert second.wait_for(1) == [("ADDED", "s1")]
+        assert order == ["first ADDED s1", "second ADDED"]
+    finally:
+        informer.stop()
+
+
 def test_the_version_moves_past_an_event_only_after_its_handler_ran(
     api: client.ResourceV1Api,
 ) -> None:

@@ -21,21 +21,25 @@ from webhook.kit import (
     NAMES,
     SLICES,
     UID,
+    claim,
+    claim_spec,
     classes,
     decoded_patch,
     from_template,
     pod,
+    request,
     response,
     review,
     share_template,
     write_certificate,
 )
 
+from dra_driver.controller.view import ClusterView
 from dra_driver.k8s.client import new_api_client
 from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.metrics.settings import ObservabilitySettings
 from dra_driver.webhook import run as webhook_run
-from dra_driver.webhook.cache import ClusterCache
+from dra_driver.webhook.cache import Borrowed, ClusterCache
 from dra_driver.webhook.settings import WebhookSettings
 
 T = TypeVar("T")
@@ -94,6 +98,41 @@ def test_limits_follow_a_new_slice(server: FakeApiServer, cache: ClusterCache) -
     bigger["spec"]["devices"][0]["capacity"]["memory"]["value"] = "141Gi"
     server.create(bigger)
     wait_for(lambda: cache.limits().largest_memory == 141 * 2**30)
+
+
+def test_a_cache_on_the_controllers_informers_watches_only_templates(
+    server: FakeApiServer,
+) -> None:
+    """Hosted by the controller, the webhook reads its claims, slices and classes: no own watch."""
+    view = ClusterView(server.api_client(component="controller"), NAMES, lambda *_: None)
+    borrowed = Borrowed(classes=view.classes, claims=view.claims, slices=view.slices)
+    cache = ClusterCache(server.api_client(component="webhook"), NAMES, borrowed=borrowed)
+    cache.start()
+    try:
+        assert not cache.wait_synced(0.5), "synced before the borrowed informers listed"
+        view.start()
+        wait_for(lambda: cache.synced)
+        server.create(claim(claim_spec(request(capacity={"cores": "30"})), "mine"))
+        found = wait_for(lambda: cache.claim("default", "mine"))
+        assert found["spec"]["devices"]["requests"][0]["name"] == "gpu"
+        assert (cache.limits().largest_memory, cache.limits().most_cards) == (80 * 2**30, 4)
+        bigger = copy.deepcopy(next(s for s in SLICES if s["spec"]["pool"]["name"] == "node-b"))
+        bigger["metadata"]["name"] = "node-c-slice-0"
+        bigger["spec"]["nodeName"] = bigger["spec"]["pool"]["name"] = "node-c"
+        bigger["spec"]["devices"][0]["capacity"]["memory"]["value"] = "141Gi"
+        server.create(bigger)
+        wait_for(lambda: cache.limits().largest_memory == 141 * 2**30)
+        assert [informer.name for informer in cache.informers] == ["informer-webhook-templates"]
+    finally:
+        cache.stop()
+        view.stop()
+    watches = {
+        (agent.split("/")[0], resource)
+        for (agent, verb, resource), _ in server.requests_by_agent_verb.items()
+        if verb == "watch"
+    }
+    webhook_watches = {resource for agent, resource in watches if "webhook" in agent}
+    assert webhook_watches == {"resourceclaimtemplates"}, watches
 
 
 def test_live_reads_find_what_the_cache_has_not_seen(server: FakeApiServer) -> None:

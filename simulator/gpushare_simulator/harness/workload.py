@@ -27,7 +27,8 @@ from kubernetes import client
 from dra_driver.api import Backend, DriverNames
 from dra_driver.k8s import objects, raw
 from dra_driver.k8s.errors import NotFoundError
-from dra_driver.k8s.informer import EventType, Informer, InformerGroup
+from dra_driver.k8s.informer import EventType, Informer
+from dra_driver.k8s.informergroup import InformerGroup
 from dra_driver.plan.inventory import node_slices
 from gpushare_simulator.harness.cluster import FakeCluster
 from gpushare_simulator.harness.kubeapply import Applier
