@@ -240,12 +240,10 @@ class Allocator:
             )
             lines.append(f"{allocation.key}: {shares}")
         self._metrics.allocations.labels("allocated").inc()
-        # One event, on the pod, naming every claim's shares: a second on each claim cost the
-        # API server and etcd a write per claim for what the claim's status already shows.
-        self._events.record(
-            pod, "Normal", "Allocated", f"node {decision.node}; " + "; ".join(lines)
-        )
-        log.info("allocation.allocated", node=decision.node, claims=len(decision.claims))
+        # No event: as for kube-scheduler's own allocations, the claim's status says where each
+        # share is and the pod gets kube-scheduler's Scheduled event. One more write per pod
+        # cost the API server and etcd more than any other step of the gated path.
+        log.info("allocation.allocated", node=decision.node, shares="; ".join(lines))
 
     def _commit(self, pod: Object, ours: list[Object]) -> None:
         """Check the pod's unchecked claims and commit them, or clear them if they collide.

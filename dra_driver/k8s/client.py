@@ -12,6 +12,9 @@ handshake where a dead one costs a whole timeout.
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -27,6 +30,8 @@ from dra_driver.logging import get_logger
 log = get_logger(__name__)
 
 USER_AGENT_PREFIX: Final = "gpushare-dra-"
+CREDENTIAL_RECHECK_SECONDS: Final = 1.0
+"""How often a request may look whether the kubeconfig's credentials changed or expired."""
 
 
 class ClientConfigError(RuntimeError):
@@ -107,6 +112,33 @@ def client_of(method: Any) -> object:  # noqa: ANN401 - a bound method of any ge
     return getattr(getattr(method, "__self__", None), "api_client", None)
 
 
+def throttled_refresh(
+    hook: Callable[[client.Configuration], None],
+    every: float = CREDENTIAL_RECHECK_SECONDS,
+    clock: Callable[[], float] = time.monotonic,
+) -> Callable[[client.Configuration], None]:
+    """Return ``hook``, run at most once per ``every`` seconds.
+
+    A client loaded from a kubeconfig calls its loader's refresh hook before every request,
+    and the hook applies the whole kubeconfig to the configuration again (its host setter
+    scans the environment for proxies): about a sixth of the controller's CPU per request.
+    An expired token is still noticed within ``every`` seconds.
+    """
+    lock = threading.Lock()
+    last = [-float("inf")]
+
+    def refresh(configuration: client.Configuration) -> None:
+        now = clock()
+        with lock:
+            due = now - last[0] >= every
+            if due:
+                last[0] = now
+        if due:
+            hook(configuration)
+
+    return refresh
+
+
 def bounded_retries(configuration: client.Configuration) -> None:
     """Let urllib3 retry a failed connect once, and never a read that timed out or broke.
 
@@ -160,6 +192,10 @@ def new_api_client(
             else "in-cluster service account (no --kubeconfig, KUBECONFIG or ~/.kube/config)"
         )
         raise ClientConfigError(f"cannot load Kubernetes credentials from {source}: {exc}") from exc
+    hook: Callable[[client.Configuration], None] | None = configuration.refresh_api_key_hook
+    if hook is not None:
+        # Upstream declares the attribute by its initial value, None.
+        configuration.refresh_api_key_hook = throttled_refresh(hook)  # type: ignore[assignment]
     return TimedApiClient(configuration, settings.timeouts, component)
 
 

@@ -90,8 +90,8 @@ class EventRecorder:
 class EventSender:
     """Sends a recorder's events from a thread of its own, so recording never waits.
 
-    The controller records two events per allocation; written inline they were two of its
-    five API round trips per pod. The queue is bounded: when the API server cannot keep up,
+    Written inline, an event would be one more API round trip on the path of the pod it is
+    about. The queue is bounded: when the API server cannot keep up,
     new events are dropped and logged rather than held in memory without end.
     """
 

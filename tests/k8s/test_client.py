@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from kubernetes import client
 
 from dra_driver import __version__
-from dra_driver.k8s.client import ClientConfigError, new_api_client
+from dra_driver.k8s.client import ClientConfigError, new_api_client, throttled_refresh
 from dra_driver.k8s.settings import ApiTimeouts, KubeClientSettings
 
 
@@ -79,3 +80,28 @@ def test_a_client_names_its_component_and_bounds_its_requests(tmp_path: Path) ->
         assert api_client.timeouts == ApiTimeouts(connect=3, request=7, watch=11)
         retries = api_client.configuration.retries
         assert (retries.connect, retries.read) == (1, False)
+
+
+def test_a_refresh_hook_runs_at_most_once_per_interval() -> None:
+    """throttled_refresh calls the hook on the first request, then not again within ``every``."""
+    now = [100.0]
+    calls: list[float] = []
+    refresh = throttled_refresh(lambda _: calls.append(now[0]), every=1.0, clock=lambda: now[0])
+    configuration = client.Configuration()
+    for step in (0.0, 0.25, 0.5, 0.5, 0.25, 1.0):
+        now[0] += step
+        refresh(configuration)
+    assert calls == [100.0, 101.25, 102.5]
+
+
+def test_a_kubeconfig_client_refreshes_its_credentials_through_the_throttle(
+    tmp_path: Path,
+) -> None:
+    """The loader's per-request refresh is wrapped, and still applies the kubeconfig's token."""
+    kubeconfig = write_kubeconfig(tmp_path / "kc", "http://127.0.0.1:6443", "t0k3n")
+    with new_api_client(KubeClientSettings(kubeconfig=str(kubeconfig)), "test") as api_client:
+        configuration = api_client.configuration
+        hook = configuration.refresh_api_key_hook
+        assert hook.__qualname__ == "throttled_refresh.<locals>.refresh"
+        configuration.api_key["authorization"] = "stale"
+        assert configuration.auth_settings()["BearerToken"]["value"] == "Bearer t0k3n"
