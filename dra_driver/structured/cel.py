@@ -16,18 +16,49 @@ test, and 8 µs for a semver or quantity comparison, whose helpers run in Python
 from __future__ import annotations
 
 import functools
+import importlib
+import importlib.util
 import logging
 import re
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Final, NamedTuple
-
-import cel
-from cel import stdlib
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from dra_driver.api.errors import quote
 from dra_driver.k8s.quantity import format_quantity, parse_quantity
+
+
+def _import_cel() -> tuple[ModuleType, ModuleType]:
+    """Import the ``cel`` package's Rust library and its ``stdlib``, not its command line.
+
+    The package's ``__init__`` imports its interactive shell (prompt_toolkit, rich, pygments):
+    31 MB in every process that evaluates a selector, for a shell none of ours runs. The
+    package is set up without running ``__init__``; what it would export is copied onto it,
+    so a later ``import cel`` elsewhere finds the same library (it cannot be loaded twice).
+    """
+    if "cel" in sys.modules:
+        return sys.modules["cel"], importlib.import_module("cel.stdlib")
+    spec = importlib.util.find_spec("cel")
+    if spec is None:
+        raise ImportError("the cel package (common-expression-language) is not installed")
+    package = importlib.util.module_from_spec(spec)
+    sys.modules["cel"] = package
+    library = importlib.import_module("cel.cel")
+    package.__dict__.update(
+        {name: getattr(library, name) for name in dir(library) if not name.startswith("_")}
+    )
+    library_stdlib = importlib.import_module("cel.stdlib")
+    return package, library_stdlib
+
+
+if TYPE_CHECKING:
+    import cel
+    from cel import stdlib
+else:
+    cel, stdlib = _import_cel()
 
 # resource.k8s.io CELSelectorExpressionMaxLength; the API server counts bytes.
 MAX_EXPRESSION_BYTES: Final = 10 * 1024
