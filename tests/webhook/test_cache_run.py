@@ -90,13 +90,18 @@ def test_cache_holds_classes_templates_and_card_limits(cache: ClusterCache) -> N
     assert (limits.largest_memory, limits.most_cards) == (80 * 2**30, 4)
 
 
-def test_limits_follow_a_new_slice(server: FakeApiServer, cache: ClusterCache) -> None:
-    """A node publishing a bigger card raises the memory limit without a restart."""
+def _bigger_card_slice() -> dict[str, object]:
+    """Return a new node's slice with one card of 141Gi, more than any card so far."""
     bigger = copy.deepcopy(next(s for s in SLICES if s["spec"]["pool"]["name"] == "node-b"))
     bigger["metadata"]["name"] = "node-c-slice-0"
     bigger["spec"]["nodeName"] = bigger["spec"]["pool"]["name"] = "node-c"
     bigger["spec"]["devices"][0]["capacity"]["memory"]["value"] = "141Gi"
-    server.create(bigger)
+    return bigger
+
+
+def test_limits_follow_a_new_slice(server: FakeApiServer, cache: ClusterCache) -> None:
+    """A node publishing a bigger card raises the memory limit without a restart."""
+    server.create(_bigger_card_slice())
     wait_for(lambda: cache.limits().largest_memory == 141 * 2**30)
 
 
@@ -116,11 +121,7 @@ def test_a_cache_on_the_controllers_informers_watches_only_templates(
         found = wait_for(lambda: cache.claim("default", "mine"))
         assert found["spec"]["devices"]["requests"][0]["name"] == "gpu"
         assert (cache.limits().largest_memory, cache.limits().most_cards) == (80 * 2**30, 4)
-        bigger = copy.deepcopy(next(s for s in SLICES if s["spec"]["pool"]["name"] == "node-b"))
-        bigger["metadata"]["name"] = "node-c-slice-0"
-        bigger["spec"]["nodeName"] = bigger["spec"]["pool"]["name"] = "node-c"
-        bigger["spec"]["devices"][0]["capacity"]["memory"]["value"] = "141Gi"
-        server.create(bigger)
+        server.create(_bigger_card_slice())
         wait_for(lambda: cache.limits().largest_memory == 141 * 2**30)
         assert [informer.name for informer in cache.informers] == ["informer-webhook-templates"]
     finally:
