@@ -241,8 +241,8 @@ class Allocator:
             lines.append(f"{allocation.key}: {shares}")
         self._metrics.allocations.labels("allocated").inc()
         # No event: as for kube-scheduler's own allocations, the claim's status says where each
-        # share is and the pod gets kube-scheduler's Scheduled event. One more write per pod
-        # cost the API server and etcd more than any other step of the gated path.
+        # share is and the pod gets kube-scheduler's Scheduled event; an event would be one
+        # more write per pod, to the API server and etcd, for what the claim records.
         log.info("allocation.allocated", node=decision.node, shares="; ".join(lines))
 
     def _commit(self, pod: Object, ours: list[Object]) -> None:

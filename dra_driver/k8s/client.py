@@ -121,7 +121,7 @@ def throttled_refresh(
 
     A client loaded from a kubeconfig calls its loader's refresh hook before every request,
     and the hook applies the whole kubeconfig to the configuration again (its host setter
-    scans the environment for proxies): about a sixth of the controller's CPU per request.
+    scans the environment for proxies): 3 % of the controller's CPU on a real control plane.
     An expired token is still noticed within ``every`` seconds.
     """
     lock = threading.Lock()

@@ -91,8 +91,8 @@ class EventSender:
     """Sends a recorder's events from a thread of its own, so recording never waits.
 
     Written inline, an event would be one more API round trip on the path of the pod it is
-    about. The queue is bounded: when the API server cannot keep up,
-    new events are dropped and logged rather than held in memory without end.
+    about. The queue is bounded: when the API server cannot keep up, new events are dropped
+    and logged rather than held in memory without end.
     """
 
     def __init__(self, recorder: EventRecorder, capacity: int = _QUEUED) -> None:

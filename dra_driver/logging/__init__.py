@@ -1,7 +1,7 @@
 """Structured logging: configured once per process, context bound per component and request.
 
 structlog renders exceptions with ``rich`` whenever ``rich`` can be imported, and importing it
-(with ``pygments``) costs every process about 19 MB; ``rich`` is installed as a dependency of
+(with ``pygments``) adds about 19 MB to a process; ``rich`` is installed as a dependency of
 a dependency. Our logs are JSON in a cluster and plain text at a terminal, so structlog is
 imported here first with ``rich`` hidden, and formats tracebacks as plain text. ``rich``
 itself stays importable for whoever else wants it.
