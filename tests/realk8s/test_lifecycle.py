@@ -107,9 +107,7 @@ def test_from_135_through_the_upgrade_to_uninstall_and_cleanup(old_cluster: Clus
     # driver's pods restarted as a rolling update would.
     cluster.plane.extra_gates = {}
     cluster.plane.restart(("kube-apiserver", "kube-controller-manager", "kube-scheduler"))
-    for process in cluster.driver.processes.values():
-        process.stop(5.0)
-        process.start()
+    cluster.driver.restart()
     wait_for(
         lambda: cluster.json("resourceslices")["items"][0]["spec"]["devices"][0].get(
             "allowMultipleAllocations"

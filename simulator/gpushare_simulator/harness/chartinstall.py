@@ -39,6 +39,8 @@ Object = dict[str, Any]
 HOOK: Final = "helm.sh/hook"
 _TLS_SECRET: Final = "webhook-loopback-tls"  # noqa: S105 - a Secret's name
 _POD_TIMEOUT_S: Final = 60.0
+_RESTART_STOP_S: Final = 5.0
+"""How long a restarted program may take to stop after SIGTERM (then SIGKILL)."""
 
 
 def render(helm: Path, chart: Path, release: str, namespace: str, values: Object) -> list[Object]:
@@ -186,6 +188,17 @@ class ChartInstall:
         process = self.run("controller", pod, pod["spec"]["nodeName"], overrides)
         self.wait(self._webhook_ready, "the webhook's /readyz", _POD_TIMEOUT_S)
         return process
+
+    def restart(self) -> None:
+        """Stop and start every program, as a rolling update would; return once reviews work.
+
+        A rollout sends reviews only to a ready pod: without the wait, a pod created while the
+        new controller's caches sync would pass ungated (see :meth:`start_controller`).
+        """
+        for process in self.processes.values():
+            process.stop(_RESTART_STOP_S)
+            process.start()
+        self.wait(self._webhook_ready, "the webhook's /readyz", _POD_TIMEOUT_S)
 
     def _webhook_ready(self) -> bool:
         context = ssl.create_default_context(cafile=str(self._webhook_ca))
