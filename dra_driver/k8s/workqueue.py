@@ -80,7 +80,11 @@ class WorkQueue(Generic[K]):
             self._failures.pop(key, None)
 
     def get(self, timeout: float | None = None) -> K | None:
-        """Take the next key, waiting up to ``timeout``; ``None`` on timeout or shutdown."""
+        """Take the next key, waiting up to ``timeout``; ``None`` on timeout or shutdown.
+
+        Without a timeout, ``None`` means shutdown and nothing else: a worker takes it as
+        the signal to end.
+        """
         deadline = None if timeout is None else self._clock() + timeout
         with self._cond:
             while True:
@@ -92,10 +96,15 @@ class WorkQueue(Generic[K]):
                     self._queued.discard(key)
                     self._processing.add(key)
                     return key
-                wait = self._next_wait(deadline)
-                if wait is not None and wait <= 0:
+                now = self._clock()
+                if deadline is not None and now >= deadline:
                     return None
-                self._cond.wait(wait)
+                # A delayed key may have fallen due since it was promoted (the clock moved
+                # on): then no wait, and the loop promotes it. Treating that as a timeout
+                # once ended a worker for good in the middle of a run.
+                wait = self._next_wait(deadline, now)
+                if wait is None or wait > 0:
+                    self._cond.wait(wait)
 
     def done(self, key: K) -> None:
         """Mark ``key`` processed; if it was added meanwhile, queue it again."""
@@ -137,8 +146,7 @@ class WorkQueue(Generic[K]):
                 self._queued.add(key)
                 self._queue.append(key)
 
-    def _next_wait(self, deadline: float | None) -> float | None:
-        now = self._clock()
+    def _next_wait(self, deadline: float | None, now: float) -> float | None:
         candidates = [d - now for d in (deadline,) if d is not None]
         if self._delayed:
             candidates.append(self._delayed[0][0] - now)

@@ -102,3 +102,15 @@ def test_a_key_waits_on_one_timer_however_often_it_is_requeued() -> None:
     queue.done("pod")
     now[0] = 10.0
     assert queue.get(timeout=0) is None
+
+
+def test_get_without_timeout_takes_a_key_that_falls_due_while_it_looks() -> None:
+    """A delayed key due between two clock reads is handed out, not mistaken for a timeout.
+
+    The clock moves on between promoting due keys and computing the wait: once, ``get``
+    returned ``None`` there, and the worker that called it ended as if at shutdown.
+    """
+    readings = iter([0.0, 0.5, 1.5])
+    queue: WorkQueue[str] = WorkQueue(clock=lambda: next(readings, 2.0))
+    queue.add_after("claim", 1.0)  # due at 1.0
+    assert queue.get() == "claim"
