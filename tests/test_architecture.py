@@ -31,12 +31,52 @@ def test_import_layering_contracts_hold(
     """api imports nothing of ours, components never import each other, shared code stays down."""
     contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
     types = sorted(c["type"] for c in contracts["contracts"])
-    assert types == ["forbidden", "forbidden", "forbidden", "independence"]
+    assert types == ["forbidden", "forbidden", "forbidden", "forbidden", "independence"]
     monkeypatch.chdir(ROOT)
     exit_code = lint_imports(no_cache=True, no_logo=True)
     output = capsys.readouterr().out
     assert exit_code == 0, output
     assert "0 broken" in output
+
+
+COMPONENTS = ("controller", "kubeletplugin", "webhook")
+ENTRY_POINTS = frozenset(
+    f"dra_driver.{module}"
+    for module in (
+        "controller.app",
+        "controller.settings",
+        "kubeletplugin.plugin",
+        "kubeletplugin.settings",
+        "webhook.run",
+        "webhook.settings",
+    )
+)
+"""What the simulator may import of a component: how to start it, and its settings."""
+
+
+def _imported(path: Path) -> set[str]:
+    """Return the modules ``path`` imports (a ``from X import Y`` may import module X.Y)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_the_simulator_starts_components_without_reaching_into_them() -> None:
+    """The simulator imports a component's entry point and settings, none of its internals."""
+    reached = sorted(
+        f"{path.relative_to(ROOT)}: {module}"
+        for path in SIMULATOR.rglob("*.py")
+        for module in _imported(path)
+        if module.split(".")[:2] in (["dra_driver", c] for c in COMPONENTS)
+        and len(module.split(".")) > 2
+        and ".".join(module.split(".")[:3]) not in ENTRY_POINTS
+    )
+    assert reached == []
 
 
 @pytest.mark.parametrize("module", hand_written_modules(), ids=lambda p: str(p.relative_to(ROOT)))

@@ -48,7 +48,7 @@ from dra_driver.cdi.shares import (
     card_limits,
 )
 from dra_driver.cdi.spec import READ_WRITE_BIND, ContainerEdits, DeviceNode, Hook, Mount
-from dra_driver.nvml.inventory import Card
+from dra_driver.nvml.card import Card
 
 CONTROL_NODES: Final = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
 

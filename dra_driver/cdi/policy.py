@@ -15,7 +15,7 @@ from typing import Final
 from dra_driver.api import Backend, EffectiveConfig, Isolation, Priority
 from dra_driver.api.errors import quote
 from dra_driver.cdi.shares import FULL_CORES, CardLimit, CardShare, UnsupportedPolicyError
-from dra_driver.nvml.inventory import format_quantity
+from dra_driver.nvml.fields import format_quantity
 
 HAMI_MAX_CARDS: Final = 16  # CUDA_DEVICE_MAX_COUNT: the per-ordinal limit arrays have 16 slots
 

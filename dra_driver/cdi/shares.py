@@ -14,7 +14,8 @@ from typing import Final
 from dra_driver.api.errors import quote
 from dra_driver.api.fields import MIB
 from dra_driver.cdi.names import check_share_id
-from dra_driver.nvml.inventory import Card, format_quantity
+from dra_driver.nvml.card import Card
+from dra_driver.nvml.fields import format_quantity
 
 FULL_CORES: Final = 100
 

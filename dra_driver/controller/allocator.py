@@ -24,7 +24,11 @@ from typing import Any, Final
 
 from dra_driver.api import Backend, DriverNames
 from dra_driver.controller.commits import Commits
-from dra_driver.controller.engine import (
+from dra_driver.controller.metrics import ControllerMetrics
+from dra_driver.controller.sharing import claim_in_use
+from dra_driver.controller.view import ClusterView
+from dra_driver.controller.writes import ClaimWriter
+from dra_driver.engine import (
     Placed,
     Policy,
     Unplaceable,
@@ -32,10 +36,6 @@ from dra_driver.controller.engine import (
     place_pod,
     uses_driver,
 )
-from dra_driver.controller.metrics import ControllerMetrics
-from dra_driver.controller.sharing import claim_in_use
-from dra_driver.controller.view import ClusterView
-from dra_driver.controller.writes import ClaimWriter
 from dra_driver.k8s import objects
 from dra_driver.k8s.events import EventSink, EventType
 from dra_driver.k8s.informer import object_key

@@ -18,12 +18,12 @@ from prometheus_client import CollectorRegistry
 
 from dra_driver.api import Backend, DriverNames
 from dra_driver.controller.allocator import CATCH_UP, Allocator
-from dra_driver.controller.engine import Policy
 from dra_driver.controller.metrics import CardCollector, ControllerMetrics, GatedCollector
 from dra_driver.controller.releaser import Releaser
 from dra_driver.controller.settings import ControllerSettings
 from dra_driver.controller.view import ClusterView
 from dra_driver.controller.writes import ClaimWriter
+from dra_driver.engine import Policy
 from dra_driver.k8s import objects
 from dra_driver.k8s.client import timeouts_of
 from dra_driver.k8s.events import EventRecorder, EventSender

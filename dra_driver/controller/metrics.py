@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from dra_driver.controller.engine import Device, Snapshot
+from dra_driver.engine import Device, Snapshot
 from dra_driver.k8s import objects
 from dra_driver.k8s.timestamps import epoch_seconds
 

@@ -19,8 +19,8 @@ from typing import Any
 from kubernetes import client
 
 from dra_driver.api import DriverNames
-from dra_driver.controller.engine import Snapshot
 from dra_driver.controller.slim import Slimmer
+from dra_driver.engine import Snapshot
 from dra_driver.k8s import objects
 from dra_driver.k8s.compact import compact
 from dra_driver.k8s.informer import EventType, Informer

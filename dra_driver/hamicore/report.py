@@ -15,7 +15,7 @@ from typing import Final
 from dra_driver.hamicore.feedback import ENFORCED, SUSPENDED
 from dra_driver.hamicore.layout import FILE_TAIL, REGION_SIZE
 from dra_driver.hamicore.region import Region, RegionError, decode_region, region_to_json
-from dra_driver.nvml.inventory import format_quantity
+from dra_driver.nvml.fields import format_quantity
 from dra_driver.settings import as_document
 
 _MIB: Final = 1 << 20

@@ -31,8 +31,8 @@ from dra_driver.kubeletplugin.slicefeatures import sharing_mode
 from dra_driver.kubeletplugin.state import ClaimPreparer
 from dra_driver.logging import get_logger
 from dra_driver.metrics.watchdog import Heartbeat, Watched, register_silence, stall_reason
+from dra_driver.nvml.card import Card, Health
 from dra_driver.nvml.driverfiles import DriverFiles, describe, find_driver_files
-from dra_driver.nvml.inventory import Card, Health
 from dra_driver.nvml.source import CardSource, DiscoveryError
 
 log = get_logger(__name__)

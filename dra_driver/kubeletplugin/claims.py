@@ -40,8 +40,8 @@ from dra_driver.k8s.quantity import (
 )
 from dra_driver.kubeletplugin.devicestatus import DeviceStatus
 from dra_driver.kubeletplugin.entries import PreparedDevice, ShareCard, ShareInfo
-from dra_driver.kubeletplugin.slices import device_name
-from dra_driver.nvml.inventory import Card
+from dra_driver.nvml.card import Card
+from dra_driver.publishing.slices import device_name
 from dra_driver.structured.config import parent_request, share_config
 
 Object = dict[str, Any]

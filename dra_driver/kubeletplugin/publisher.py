@@ -33,11 +33,11 @@ from dra_driver.k8s.errors import ApiError, NotFoundError, RetryableError
 from dra_driver.k8s.informer import EventType, Informer
 from dra_driver.k8s.reconcile import ReconcileLoop, Requeue
 from dra_driver.kubeletplugin.slicefeatures import ServerFeatures
-from dra_driver.kubeletplugin.slices import desired_slices, unhealthy_taint_key
-from dra_driver.kubeletplugin.slicesync import carry_taint_times, plan_sync, slice_name
 from dra_driver.logging import get_logger
 from dra_driver.metrics.watchdog import Watched
-from dra_driver.nvml.inventory import Card, Health
+from dra_driver.nvml.card import Card, Health
+from dra_driver.publishing.slices import desired_slices, unhealthy_taint_key
+from dra_driver.publishing.slicesync import carry_taint_times, plan_sync, slice_name
 
 Object = dict[str, Any]
 

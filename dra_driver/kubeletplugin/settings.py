@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from dra_driver.api import Backend
-from dra_driver.kubeletplugin.slices import UNHEALTHY_TAINT_EFFECTS
+from dra_driver.publishing.slices import UNHEALTHY_TAINT_EFFECTS
 from dra_driver.settings import InvalidSettingError, flag
 
 

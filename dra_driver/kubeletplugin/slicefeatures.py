@@ -26,8 +26,8 @@ from kubernetes import client
 from dra_driver.k8s import raw
 from dra_driver.k8s.errors import ApiError
 from dra_driver.k8s.reconcile import Requeue
-from dra_driver.kubeletplugin.slicesync import keeps_capacity, keeps_taints, with_generation
 from dra_driver.logging import get_logger
+from dra_driver.publishing.slicesync import keeps_capacity, keeps_taints, with_generation
 
 Object = dict[str, Any]
 

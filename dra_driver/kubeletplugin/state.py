@@ -45,7 +45,7 @@ from dra_driver.kubeletplugin.entries import ClaimEntry, ClaimState, PreparedDev
 from dra_driver.kubeletplugin.locking import file_lock
 from dra_driver.kubeletplugin.paths import NodePaths
 from dra_driver.logging import bound, get_logger, pool_initializer
-from dra_driver.nvml.inventory import Card
+from dra_driver.nvml.card import Card
 
 log = get_logger(__name__)
 

@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import json
 import uuid as uuidlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final, TypeVar
 
-from dra_driver.nvml._inventory_values import (
-    CARD_FIELDS,
+from dra_driver.nvml.card import Card, InventoryError, set_checked
+from dra_driver.nvml.fields import (
     MAX_CARDS_PER_NODE,
-    FieldValueError,
-    Health,
     boolean,
-    child,
     dns_subdomain,
     label_key,
     label_value,
@@ -32,31 +29,6 @@ from dra_driver.nvml._inventory_values import (
 # Fixed forever: generated UUIDs derive from it, and tests and recorded simulations name them.
 _UUID_NAMESPACE: Final = uuidlib.UUID("63d73712-03e4-401f-ad03-b97d685d4dae")
 _T = TypeVar("_T")
-_MIB: Final = 2**20
-
-
-class InventoryError(ValueError):
-    """An inventory was refused: ``<source>: <path>: <problem>``.
-
-    ``source`` is the file (or the class, for an object built in code), ``path`` the YAML path
-    of the offending value (``nodes[1].cards[0].memory``; empty for the whole document) and
-    ``problem`` says what is wrong and what is allowed.
-    """
-
-    def __init__(self, source: str, path: str, problem: str) -> None:
-        self.source = source
-        self.path = path
-        self.problem = problem
-        super().__init__(f"{source}: {path}: {problem}" if path else f"{source}: {problem}")
-
-
-def _set(obj: object, attribute: str, yaml_name: str, convert: Callable[[object], object]) -> None:
-    """Check and normalise one attribute of a frozen dataclass while it is built."""
-    try:
-        object.__setattr__(obj, attribute, convert(getattr(obj, attribute)))
-    except FieldValueError as problem:
-        path = yaml_name if problem.key is None else child(yaml_name, problem.key)
-        raise InventoryError(type(obj).__name__, path, str(problem)) from None
 
 
 def _items(obj: object, attribute: str, kind: type[_T], what: str) -> tuple[_T, ...]:
@@ -69,42 +41,6 @@ def _items(obj: object, attribute: str, kind: type[_T], what: str) -> tuple[_T, 
 
 
 @dataclass(frozen=True, kw_only=True)
-class Card:
-    """One physical GPU as NVML describes it. Construction checks and normalises every field.
-
-    ``pci_bus_id`` is stored as ``0000:3b:00.0`` (NVML's ``00000000:3B:00.0`` is accepted);
-    ``memory_bytes`` also takes a quantity string such as ``"80Gi"``. A bad field raises
-    :class:`InventoryError` naming the field by its YAML name.
-    """
-
-    uuid: str
-    product_name: str
-    memory_bytes: int
-    pci_bus_id: str
-    minor: int
-    index: int
-    architecture: str
-    cuda_compute_capability: str
-    driver_version: str
-    numa_node: int | None = None
-    health: Health = Health.HEALTHY
-    health_message: str | None = None
-
-    def __post_init__(self) -> None:
-        for spec in CARD_FIELDS:
-            _set(self, spec.attribute, spec.yaml_name, spec.convert)
-
-    @property
-    def shareable_memory_bytes(self) -> int:
-        """Memory the card offers to claims: its bytes rounded down to a whole MiB.
-
-        Memory is requested on a 1Mi grid and the scheduler rounds requests up to it, so an
-        off-grid capacity could never be handed out whole (see ``kubeletplugin.slices``).
-        """
-        return self.memory_bytes - self.memory_bytes % _MIB
-
-
-@dataclass(frozen=True, kw_only=True)
 class Taint:
     """A node taint, as in a Node's ``spec.taints``."""
 
@@ -113,9 +49,9 @@ class Taint:
     value: str = ""
 
     def __post_init__(self) -> None:
-        _set(self, "key", "key", label_key)
-        _set(self, "value", "value", label_value)
-        _set(self, "effect", "effect", taint_effect)
+        set_checked(self, "key", "key", label_key)
+        set_checked(self, "value", "value", label_value)
+        set_checked(self, "effect", "effect", taint_effect)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,9 +69,9 @@ class NodeInventory:
     unschedulable: bool = False
 
     def __post_init__(self) -> None:
-        _set(self, "name", "name", dns_subdomain)
-        _set(self, "labels", "labels", lambda value: MappingProxyType(labels(value)))
-        _set(self, "unschedulable", "unschedulable", boolean)
+        set_checked(self, "name", "name", dns_subdomain)
+        set_checked(self, "labels", "labels", lambda value: MappingProxyType(labels(value)))
+        set_checked(self, "unschedulable", "unschedulable", boolean)
         check_taints(_items(self, "taints", Taint, "a list of Taint"), "NodeInventory", "")
         check_cards(_items(self, "cards", Card, "a list of Card"), "NodeInventory", "")
 

@@ -51,9 +51,7 @@ from typing import Any, Final, NoReturn, TypeVar
 import yaml
 
 from dra_driver.nvml._inventory_model import (
-    Card,
     Inventory,
-    InventoryError,
     NodeInventory,
     Taint,
     check_cards,
@@ -61,7 +59,8 @@ from dra_driver.nvml._inventory_model import (
     check_taints,
     generated_card_uuid,
 )
-from dra_driver.nvml._inventory_values import (
+from dra_driver.nvml.card import Card, InventoryError
+from dra_driver.nvml.fields import (
     CARD_FIELDS,
     MAX_CARDS_PER_NODE,
     MAX_GENERATED_NODES,

@@ -18,7 +18,7 @@ import pynvml
 
 from dra_driver.logging import carry, get_logger
 from dra_driver.nvml import processes
-from dra_driver.nvml.inventory import Card, Health, InventoryError
+from dra_driver.nvml.card import Card, Health, InventoryError
 from dra_driver.nvml.source import CardError, Discovery, DiscoveryError
 
 __all__ = ["APPLICATION_XIDS", "LIBRARY", "LIBRARY_DIRS", "NvmlCardSource", "preload_library"]

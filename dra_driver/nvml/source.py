@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from dra_driver.nvml.inventory import Card
+from dra_driver.nvml.card import Card
 
 __all__ = ["CardError", "CardSource", "Discovery", "DiscoveryError"]
 

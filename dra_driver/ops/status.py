@@ -10,56 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from fractions import Fraction
 from typing import Any
 
 from dra_driver.api import DriverNames
 from dra_driver.k8s import objects
 from dra_driver.k8s.informer import object_key
-from dra_driver.k8s.quantity import QuantityError, QuantityFormat, format_quantity, parse_quantity
 from dra_driver.settings import as_document
-from dra_driver.structured.configshares import counted_claims, slice_capacities
+from dra_driver.usage.model import CardUse, card_uses
+from dra_driver.usage.render import columns, cores, memory
 
 Object = dict[str, Any]
-_ZERO = Fraction(0)
-
-
-@dataclasses.dataclass(frozen=True)
-class Share:
-    """One allocation on a card: the claim, its pods, what it takes."""
-
-    claim: str
-    pods: tuple[str, ...]
-    cores: Fraction
-    memory: Fraction
-    whole: bool
-
-
-@dataclasses.dataclass
-class Card:
-    """One published device (a card) and what is allocated on it."""
-
-    node: str
-    device: str
-    uuid: str
-    product: str
-    cores: Fraction
-    memory: Fraction
-    shareable: bool = True
-    """False for a plain device: its API server has no consumable capacity (whole cards only)."""
-    taints: tuple[str, ...] = ()
-    """The device's taints as ``key=value:Effect`` (an unhealthy card's, say)."""
-    shares: list[Share] = dataclasses.field(default_factory=list)
-
-    @property
-    def cores_used(self) -> Fraction:
-        """Cores allocated (all of them once a claim holds the card whole)."""
-        return sum((s.cores for s in self.shares), _ZERO)
-
-    @property
-    def memory_used(self) -> Fraction:
-        """Memory allocated, in bytes."""
-        return sum((s.memory for s in self.shares), _ZERO)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,66 +35,8 @@ class Waiting:
 class Status:
     """The whole view."""
 
-    cards: list[Card]
+    cards: list[CardUse]
     waiting: list[Waiting]
-
-
-def _quantity(value: object) -> Fraction:
-    try:
-        return parse_quantity(str(value)) if value is not None else _ZERO
-    except QuantityError:
-        return _ZERO
-
-
-def _cards(names: DriverNames, slices: Iterable[Object]) -> dict[tuple[str, str], Card]:
-    cards: dict[tuple[str, str], Card] = {}
-    for slice_ in slices:
-        spec = slice_.get("spec") or {}
-        if spec.get("driver") != names.driver:
-            continue
-        pool = str((spec.get("pool") or {}).get("name") or "")
-        for device in spec.get("devices") or []:
-            attributes = device.get("attributes") or {}
-            capacity = device.get("capacity") or {}
-            cards[pool, str(device.get("name"))] = Card(
-                node=str(spec.get("nodeName") or pool),
-                device=str(device.get("name")),
-                uuid=str((attributes.get("uuid") or {}).get("string") or ""),
-                product=str((attributes.get("productName") or {}).get("string") or ""),
-                cores=_quantity((capacity.get("cores") or {}).get("value")),
-                memory=_quantity((capacity.get("memory") or {}).get("value")),
-                shareable=device.get("allowMultipleAllocations") is True,
-                taints=tuple(_taint(t) for t in device.get("taints") or []),
-            )
-    return cards
-
-
-def _taint(taint: Object) -> str:
-    value = f"={taint['value']}" if taint.get("value") else ""
-    return f"{taint.get('key')}{value}:{taint.get('effect')}"
-
-
-def _add_shares(names: DriverNames, cards: dict[tuple[str, str], Card], claim: Object) -> None:
-    status = claim.get("status") or {}
-    results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
-    key = "/".join(object_key(claim))
-    pods = tuple(sorted(str(r.get("name")) for r in status.get("reservedFor") or []))
-    for result in results:
-        card = cards.get((str(result.get("pool")), str(result.get("device"))))
-        if result.get("driver") != names.driver or card is None or result.get("adminAccess"):
-            continue
-        if result.get("shareID"):
-            consumed = result.get("consumedCapacity") or {}
-            share = Share(
-                key,
-                pods,
-                _quantity(consumed.get("cores")),
-                _quantity(consumed.get("memory")),
-                False,
-            )
-        else:
-            share = Share(key, pods, card.cores, card.memory, True)
-        card.shares.append(share)
 
 
 def _reasons(events: Iterable[Object]) -> dict[str, tuple[str, str]]:
@@ -158,11 +60,7 @@ def cluster_status(
     events: Iterable[Object],
 ) -> Status:
     """Build the view; ``pods`` may be all pods, only those without a node are reported."""
-    slices = list(slices)
-    cards = _cards(names, slices)
-    # Shares sized by config on whole-only cards read as the shares the controller counts.
-    for claim in counted_claims(claims, names, slice_capacities(slices, names.driver)):
-        _add_shares(names, cards, claim)
+    cards = card_uses(names, slices, claims)
     reasons = _reasons(events)
     waiting = []
     for pod in pods:
@@ -176,22 +74,14 @@ def cluster_status(
         if not reason:
             reason = "waiting for the controller" if gated else "waiting for kube-scheduler"
         waiting.append(Waiting("/".join(object_key(pod)), gated, reason))
-    ordered = sorted(cards.values(), key=lambda c: (c.node, c.device))
-    return Status(ordered, sorted(waiting, key=lambda w: w.pod))
-
-
-def _memory(value: Fraction) -> str:
-    return format_quantity(value, QuantityFormat.BINARY)
-
-
-def _cores(value: Fraction) -> str:
-    return format_quantity(value)
+    return Status(cards, sorted(waiting, key=lambda w: w.pod))
 
 
 def to_json(status: Status) -> dict[str, object]:
     """Return the ``-o json`` document."""
 
-    def card(c: Card) -> dict[str, object]:
+    def card(use: CardUse) -> dict[str, object]:
+        c = use.card
         return {
             "node": c.node,
             "device": c.device,
@@ -200,37 +90,29 @@ def to_json(status: Status) -> dict[str, object]:
             "shareable": c.shareable,
             "taints": list(c.taints),
             "cores": {
-                "capacity": _cores(c.cores),
-                "used": _cores(c.cores_used),
-                "free": _cores(c.cores - c.cores_used),
+                "capacity": cores(c.cores),
+                "used": cores(use.cores_used),
+                "free": cores(use.cores_free),
             },
             "memory": {
-                "capacity": _memory(c.memory),
-                "used": _memory(c.memory_used),
-                "free": _memory(c.memory - c.memory_used),
+                "capacity": memory(c.memory),
+                "used": memory(use.memory_used),
+                "free": memory(use.memory_free),
             },
             "shares": [
                 {
                     "claim": s.claim,
                     "pods": list(s.pods),
-                    "cores": _cores(s.cores),
-                    "memory": _memory(s.memory),
+                    "cores": cores(s.cores),
+                    "memory": memory(s.memory),
                     "wholeCard": s.whole,
                 }
-                for s in c.shares
+                for s in use.shares
             ],
         }
 
     waiting = [{"pod": w.pod, "gated": w.gated, "reason": w.reason} for w in status.waiting]
     return {"cards": [card(c) for c in status.cards], "waiting": waiting}
-
-
-def _table(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ]
 
 
 def render(status: Status, output: str) -> str:
@@ -243,28 +125,29 @@ def render(status: Status, output: str) -> str:
         rows = [
             ["NODE", "CARD", "PRODUCT", "SHARES", "CORES USED/FREE", "MEMORY USED/FREE", "HELD BY"]
         ]
-        for c in status.cards:
+        for use in status.cards:
             held = ", ".join(
                 f"{','.join(s.pods) or '-'} ({s.claim}{', whole card' if s.whole else ''})"
-                for s in c.shares
+                for s in use.shares
             )
             rows.append(
                 [
-                    c.node,
-                    c.device,
-                    c.product,
-                    str(len(c.shares)),
-                    f"{_cores(c.cores_used)}/{_cores(c.cores - c.cores_used)}",
-                    f"{_memory(c.memory_used)}/{_memory(c.memory - c.memory_used)}",
+                    use.card.node,
+                    use.card.device,
+                    use.card.product,
+                    str(len(use.shares)),
+                    f"{cores(use.cores_used)}/{cores(use.cores_free)}",
+                    f"{memory(use.memory_used)}/{memory(use.memory_free)}",
                     held or "-",
                 ]
             )
-        lines = _table(rows)
-        tainted = [f"{c.node}/{c.device} {', '.join(c.taints)}" for c in status.cards if c.taints]
+        lines = columns(rows)
+        cards = [use.card for use in status.cards]
+        tainted = [f"{c.node}/{c.device} {', '.join(c.taints)}" for c in cards if c.taints]
         if tainted:
             lines += ["", "tainted (no new claim lands there unless it tolerates the taint):"]
             lines += [f"  {line}" for line in tainted]
-        whole = sorted({c.node for c in status.cards if not c.shareable})
+        whole = sorted({c.node for c in cards if not c.shareable})
         if whole:
             lines += [
                 "",
@@ -277,7 +160,7 @@ def render(status: Status, output: str) -> str:
     if status.waiting:
         lines += [
             "",
-            *_table(
+            *columns(
                 [
                     ["WAITING POD", "GATED", "REASON"],
                     *([w.pod, "yes" if w.gated else "no", w.reason] for w in status.waiting),

@@ -16,9 +16,9 @@ from typing import Any
 from dra_driver.api import Backend, DriverNames
 from dra_driver.plan.cluster import ClusterObjects
 from dra_driver.plan.workload import Workload
-from dra_driver.webhook.capacity import limits_from_slices
-from dra_driver.webhook.claims import validate_claim_spec
-from dra_driver.webhook.dropped import dropped_capacity
+from dra_driver.validation.capacity import limits_from_slices
+from dra_driver.validation.claimspec import validate_claim_spec
+from dra_driver.validation.dropped import dropped_capacity
 
 Object = dict[str, Any]
 

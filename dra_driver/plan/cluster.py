@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from dra_driver.api import DriverNames
-from dra_driver.controller.engine import Snapshot
+from dra_driver.engine import Snapshot
 
 Object = dict[str, Any]
 

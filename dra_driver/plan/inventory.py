@@ -1,6 +1,6 @@
 """A cluster from a fake GPU inventory: the Nodes and the slices the kubelet plugin would publish.
 
-The slices come from :func:`~dra_driver.kubeletplugin.slices.desired_slices`, the function the
+The slices come from :func:`~dra_driver.publishing.slices.desired_slices`, the function the
 plugin itself publishes, so a plan sees exactly the devices a real node with those cards
 offers. The DeviceClasses are the ones the chart installs.
 """
@@ -13,8 +13,6 @@ from typing import Any, Final
 
 from dra_driver.api import DriverNames
 from dra_driver.api.classes import default_device_classes
-from dra_driver.kubeletplugin.slices import desired_slices
-from dra_driver.kubeletplugin.slicesync import with_generation
 from dra_driver.nvml.inventory import (
     BUILTIN_INVENTORIES,
     Inventory,
@@ -25,6 +23,8 @@ from dra_driver.nvml.inventory import (
 )
 from dra_driver.plan.cluster import ClusterObjects
 from dra_driver.plan.errors import PlanInputError
+from dra_driver.publishing.slices import desired_slices
+from dra_driver.publishing.slicesync import with_generation
 
 Object = dict[str, Any]
 

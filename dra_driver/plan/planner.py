@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from dra_driver.api import DriverNames, Placement
 from dra_driver.api.fields import CORES, MEMORY
-from dra_driver.controller.engine import (
+from dra_driver.engine import (
     ClaimAllocation,
     Placed,
     Policy,
@@ -29,11 +29,12 @@ from dra_driver.controller.engine import (
     uses_driver,
 )
 from dra_driver.k8s.quantity import parse_quantity
-from dra_driver.kubeletplugin.slices import PCI_BUS_ID_ATTRIBUTE
 from dra_driver.plan.admission import pod_refusal, refusals
 from dra_driver.plan.cluster import ClusterObjects
 from dra_driver.plan.workload import PlannedPod, PodClaim, Workload
+from dra_driver.publishing.slices import PCI_BUS_ID_ATTRIBUTE
 from dra_driver.structured.configshares import counted_claim
+from dra_driver.usage.model import CardUse, card_uses
 
 Object = dict[str, Any]
 
@@ -55,7 +56,7 @@ class Outcome(enum.StrEnum):
 
 
 @dataclasses.dataclass(frozen=True)
-class Share:
+class PlannedShare:
     """One device allocated to one request of a pod's claim."""
 
     entry: str
@@ -79,28 +80,12 @@ class PodPlan:
     owner: str
     outcome: Outcome
     node: str | None = None
-    shares: tuple[Share, ...] = ()
+    shares: tuple[PlannedShare, ...] = ()
     reason: str | None = None
     fits_alone: bool | None = None
     """For a pending pod: whether it would fit on the cluster as it was before the plan, so
     that only the pods planned before it are in its way (``False``: more or bigger cards are
     needed, or existing claims must go)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class CardUse:
-    """How much of one card the placed pods take."""
-
-    node: str
-    device: str
-    pci_bus_id: str
-    shares: int
-    whole: bool
-    """Held by a claim without a share (a device that is not shareable)."""
-    cores_used: Fraction
-    cores_total: Fraction
-    memory_used: Fraction
-    memory_total: Fraction
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,7 +158,7 @@ def _amount(consumed: Mapping[str, Any], name: str) -> Fraction | None:
     return parse_quantity(str(consumed[name])) if name in consumed else None
 
 
-def _shares(snapshot: Snapshot, entry: str, allocation: ClaimAllocation) -> list[Share]:
+def _shares(snapshot: Snapshot, entry: str, allocation: ClaimAllocation) -> list[PlannedShare]:
     # As counted: a share sized by config on a whole-only card has no consumedCapacity written.
     written = {"metadata": {"uid": allocation.uid}, "status": {"allocation": allocation.status("")}}
     counted = counted_claim(written, snapshot.names, snapshot.capacities)
@@ -182,7 +167,7 @@ def _shares(snapshot: Snapshot, entry: str, allocation: ClaimAllocation) -> list
         device = snapshot.by_id[(result["driver"], result["pool"], result["device"])]
         consumed = result.get("consumedCapacity") or {}
         shares.append(
-            Share(
+            PlannedShare(
                 entry=entry,
                 claim=allocation.key,
                 request=str(result["request"]),
@@ -200,7 +185,7 @@ def _pod_plan(
     outcome: Outcome,
     *,
     node: str | None = None,
-    shares: tuple[Share, ...] = (),
+    shares: tuple[PlannedShare, ...] = (),
     reason: str | None = None,
     fits_alone: bool | None = None,
 ) -> PodPlan:
@@ -214,21 +199,24 @@ class _PolicyRun:
 
     def __init__(
         self,
-        snapshot: Snapshot,
+        cluster: ClusterObjects,
         baseline: Snapshot,
         policy: Placement,
         refused: Mapping[str, str],
     ) -> None:
-        self.snapshot = snapshot
+        self.cluster = cluster
+        self.snapshot = cluster.snapshot(baseline.names)
         self.refused = refused
         """Why the webhook would refuse a template or claim, by its document's label."""
         self.baseline = baseline
         """The cluster before the plan; never changed."""
         self.policy = policy
         self._share_id = _sequential_share_ids()
-        self._allocated: dict[str, tuple[str, list[Share]]] = {}
+        self._allocated: dict[str, tuple[str, list[PlannedShare]]] = {}
         """Claims allocated so far, by UID, with their node and shares: a claim shared by
         several pods is allocated for the first and pins the others to its node."""
+        self._claims = {str(c["metadata"].get("uid")): c for c in cluster.claims}
+        """Every claim of the cluster as the plan leaves it: its allocations included."""
 
     def place(self, planned: PlannedPod) -> PodPlan:
         """Place one pod and count what it takes."""
@@ -265,7 +253,9 @@ class _PolicyRun:
         for allocation in decision.claims:
             claim = by_uid[allocation.uid]
             status = {"allocation": allocation.status(ALLOCATION_TIMESTAMP)}
-            self.snapshot.update_claim({**claim.claim, "status": status})
+            allocated = {**claim.claim, "status": status}
+            self.snapshot.update_claim(allocated)
+            self._claims[allocation.uid] = allocated
             self._allocated[allocation.uid] = (
                 decision.node,
                 _shares(self.snapshot, claim.entry, allocation),
@@ -277,34 +267,15 @@ class _PolicyRun:
     def _uid(claim: PodClaim) -> str:
         return str(claim.claim["metadata"]["uid"])
 
-    def _shares_of(self, claim: PodClaim) -> list[Share]:
+    def _shares_of(self, claim: PodClaim) -> list[PlannedShare]:
         """Return the claim's shares as this pod sees them (a shared claim names its entry)."""
         _, shares = self._allocated[self._uid(claim)]
         return [dataclasses.replace(share, entry=claim.entry) for share in shares]
 
     def cards(self) -> tuple[CardUse, ...]:
         """Return every card of the cluster with what is allocated on it now."""
-        state = self.snapshot.state
-        cards = []
-        for node in sorted(self.snapshot.devices):
-            for device in self.snapshot.devices[node]:
-                totals = {n: c.value for n, c in device.capacities.items()}
-                whole = device.id in state.exclusive
-                used = totals if whole else state.consumed.get(device.id, {})
-                cards.append(
-                    CardUse(
-                        node=node,
-                        device=device.name,
-                        pci_bus_id=str(device.attributes.get(PCI_BUS_ID_ATTRIBUTE, "")),
-                        shares=state.shares.get(device.id, 0),
-                        whole=whole,
-                        cores_used=used.get(CORES, Fraction(0)),
-                        cores_total=totals.get(CORES, Fraction(0)),
-                        memory_used=used.get(MEMORY, Fraction(0)),
-                        memory_total=totals.get(MEMORY, Fraction(0)),
-                    )
-                )
-        return tuple(cards)
+        names = self.snapshot.names
+        return tuple(card_uses(names, self.cluster.slices, self._claims.values()))
 
 
 def make_plan(
@@ -323,7 +294,7 @@ def make_plan(
     baseline = cluster.snapshot(names)
     results = []
     for policy in policies:
-        run = _PolicyRun(cluster.snapshot(names), baseline, policy, refused)
+        run = _PolicyRun(cluster, baseline, policy, refused)
         pods = []
         for done, pod in enumerate(workload.pods, start=1):
             pods.append(run.place(pod))

@@ -17,7 +17,8 @@ The JSON document (keys camelCase, amounts as Kubernetes quantity strings, absen
                  "shares": [{"entry": "gpu", "claim": "default/infer-0-gpu",
                              "request": "gpu", "device": "gpu-0",
                              "pciBusID": "0000:00:08.0", "cores": "40", "memory": "5Gi"}]}],
-       "cards": [{"node": "node-1", "device": "gpu-0", "pciBusID": "0000:00:08.0",
+       "cards": [{"node": "node-1", "device": "gpu-0", "uuid": "GPU-1d0c…",
+                  "pciBusID": "0000:00:08.0",
                   "shares": 2, "whole": false,
                   "cores": {"used": "80", "total": "100"},
                   "memory": {"used": "10Gi", "total": "15Gi"}}]}]}
@@ -35,26 +36,25 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any, Final
 
-from dra_driver.k8s.quantity import QuantityFormat, format_quantity
-from dra_driver.plan.planner import CardUse, Outcome, Plan, PodPlan, PolicyPlan, Share
+from dra_driver.plan.planner import Outcome, Plan, PlannedShare, PodPlan, PolicyPlan
 from dra_driver.settings import as_document
+from dra_driver.usage.model import CardUse
+from dra_driver.usage.render import (
+    card_json,
+    columns,
+    cores,
+    cores_of_total,
+    memory,
+    memory_of_total,
+)
 
 Object = dict[str, Any]
 
 WIDTH: Final = 100
-_GAP: Final = "  "
 _POD_CELLS: Final = {
     Outcome.REFUSED: "REFUSED",
     Outcome.NOT_OURS: "not ours",
 }
-
-
-def _cores(value: Fraction) -> str:
-    return format_quantity(value)
-
-
-def _memory(value: Fraction) -> str:
-    return format_quantity(value, QuantityFormat.BINARY)
 
 
 def _optional(value: Fraction | None, fmt: Callable[[Fraction], str]) -> str | None:
@@ -64,15 +64,15 @@ def _optional(value: Fraction | None, fmt: Callable[[Fraction], str]) -> str | N
 # -- JSON -----------------------------------------------------------------------------------
 
 
-def _share_json(share: Share) -> Object:
+def _share_json(share: PlannedShare) -> Object:
     return {
         "entry": share.entry,
         "claim": share.claim,
         "request": share.request,
         "device": share.device,
         "pciBusID": share.pci_bus_id,
-        "cores": _optional(share.cores, _cores),
-        "memory": _optional(share.memory, _memory),
+        "cores": _optional(share.cores, cores),
+        "memory": _optional(share.memory, memory),
     }
 
 
@@ -89,18 +89,6 @@ def _pod_json(pod: PodPlan) -> Object:
     }
 
 
-def _card_json(card: CardUse) -> Object:
-    return {
-        "node": card.node,
-        "device": card.device,
-        "pciBusID": card.pci_bus_id,
-        "shares": card.shares,
-        "whole": card.whole,
-        "cores": {"used": _cores(card.cores_used), "total": _cores(card.cores_total)},
-        "memory": {"used": _memory(card.memory_used), "total": _memory(card.memory_total)},
-    }
-
-
 def _policy_json(result: PolicyPlan) -> Object:
     summary: Object = {"pods": len(result.pods)}
     summary.update({outcome.value: result.count(outcome) for outcome in Outcome})
@@ -108,7 +96,7 @@ def _policy_json(result: PolicyPlan) -> Object:
         "policy": result.policy.value,
         "summary": summary,
         "pods": [_pod_json(pod) for pod in result.pods],
-        "cards": [_card_json(card) for card in result.cards],
+        "cards": [card_json(card) for card in result.cards],
     }
 
 
@@ -134,22 +122,13 @@ def plan_document(plan: Plan) -> Object:
 # -- table ----------------------------------------------------------------------------------
 
 
-def _aligned(rows: Sequence[Sequence[str]]) -> list[str]:
-    """Return the rows with every column padded to its widest cell."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [
-        _GAP.join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ]
-
-
-def _share_cell(share: Share | None) -> str:
+def _share_cell(share: PlannedShare | None) -> str:
     if share is None:
         return ""
     where = f"{share.device} {share.pci_bus_id}".strip()
     if share.cores is None or share.memory is None:
         return f"{where} whole"
-    return f"{where} {_cores(share.cores)} cores {_memory(share.memory)}"
+    return f"{where} {cores(share.cores)} cores {memory(share.memory)}"
 
 
 def _pod_cell(pod: PodPlan) -> str:
@@ -165,7 +144,7 @@ def _pod_rows(pods: Sequence[PodPlan]) -> list[list[str]]:
     first = pods[0]
     name = first.name if first.namespace == "default" else f"{first.namespace}/{first.name}"
     rows = [[name, *map(_pod_cell, pods)]]
-    keys: dict[tuple[str, int], Share] = {}
+    keys: dict[tuple[str, int], PlannedShare] = {}
     for pod in pods:
         seen: dict[str, int] = {}
         for share in pod.shares:
@@ -204,10 +183,7 @@ def _card_cell(card: CardUse) -> str:
         return "used whole"
     if not card.shares:
         return "-"
-    return (
-        f"{_cores(card.cores_used)}/{_cores(card.cores_total)} cores "
-        f"{_memory(card.memory_used)}/{_memory(card.memory_total)}"
-    )
+    return f"{cores_of_total(card)} cores {memory_of_total(card)}"
 
 
 def _cards(plan: Plan, header: list[str]) -> list[str]:
@@ -218,9 +194,9 @@ def _cards(plan: Plan, header: list[str]) -> list[str]:
         if not any(card.whole or card.shares for card in cards):
             unused += 1
             continue
-        card = cards[0]
+        card = cards[0].card
         rows.append([f"{card.node}/{card.device} {card.pci_bus_id}", *map(_card_cell, cards)])
-    lines = _aligned(rows) if len(rows) > 1 else []
+    lines = columns(rows) if len(rows) > 1 else []
     if unused:
         lines.append(f"{unused} card{'s' if unused != 1 else ''} unused under every policy")
     return lines
@@ -262,7 +238,7 @@ def render_table(plan: Plan, *, summary: bool = False) -> str:
         rows += _pod_rows(pods)
         breaks[len(rows)] = _reasons(pods, policies)
     if len(rows) > 1:
-        for index, line in enumerate(_aligned(rows), start=1):
+        for index, line in enumerate(columns(rows), start=1):
             lines.append(line)
             lines += breaks.get(index, [])
         lines.append("")

@@ -21,11 +21,11 @@ from typing import Any, Final, Protocol
 
 from dra_driver.api import Backend, DriverNames
 from dra_driver.logging import get_logger
+from dra_driver.validation.capacity import Limits
+from dra_driver.validation.claimspec import validate_claim_spec
+from dra_driver.validation.dropped import dropped_capacity
 from dra_driver.webhook import review
-from dra_driver.webhook.capacity import Limits
-from dra_driver.webhook.claims import validate_claim_spec
 from dra_driver.webhook.containers import container_problems
-from dra_driver.webhook.dropped import dropped_capacity
 from dra_driver.webhook.pods import PodContext, cached_or_fetched, gate_patch, once
 from dra_driver.webhook.review import AdmissionRequest, MalformedReviewError
 

@@ -33,7 +33,7 @@ from dra_driver.k8s.errors import ApiError, NotFoundError
 from dra_driver.k8s.informer import EventType, Informer
 from dra_driver.k8s.informergroup import InformerGroup
 from dra_driver.logging import get_logger
-from dra_driver.webhook.capacity import Limits, limits_from_slices
+from dra_driver.validation.capacity import Limits, limits_from_slices
 
 Object = dict[str, Any]
 

@@ -33,7 +33,7 @@ from typing import Any, Final
 from benchlib import emit, latency_summary, machine, per_yardstick
 
 from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames, Placement
-from dra_driver.controller.engine import Placed, Policy, Snapshot, place_pod
+from dra_driver.engine import Placed, Policy, Snapshot, place_pod
 from dra_driver.nvml.inventory import parse_inventory
 from dra_driver.plan.inventory import inventory_cluster
 

@@ -26,14 +26,14 @@ from webhook.kit import LIMITS, classes
 
 from dra_driver.api import DEFAULT_DRIVER_NAME, Backend, ConfigError, DriverNames, decode_config
 from dra_driver.api.classes import default_device_classes
-from dra_driver.controller.engine import Policy, Snapshot, Unplaceable, place_pod
+from dra_driver.engine import Policy, Snapshot, Unplaceable, place_pod
 from dra_driver.kubeletplugin.paths import NodePaths
-from dra_driver.kubeletplugin.slices import desired_slices
-from dra_driver.kubeletplugin.slicesync import with_generation
 from dra_driver.kubeletplugin.state import ClaimPreparer, ClaimRef
 from dra_driver.nvml.inventory import NodeInventory
 from dra_driver.plan.inventory import node_object
-from dra_driver.webhook.claims import validate_claim_spec
+from dra_driver.publishing.slices import desired_slices
+from dra_driver.publishing.slicesync import with_generation
+from dra_driver.validation.claimspec import validate_claim_spec
 
 Object = dict[str, Any]
 

@@ -6,7 +6,7 @@ from cdi.factories import GIB, HOST, MIB, UID, card, config, share
 
 from dra_driver.api import Isolation
 from dra_driver.cdi import build_edits
-from dra_driver.kubeletplugin.slices import published_memory
+from dra_driver.publishing.slices import published_memory
 
 
 def test_exclusive_whole_card_on_a_card_off_the_mib_grid() -> None:

@@ -20,10 +20,10 @@ from prometheus_client import CollectorRegistry
 from dra_driver.api import Backend
 from dra_driver.api.classes import default_device_classes
 from dra_driver.controller.allocator import Allocator
-from dra_driver.controller.engine import Policy
 from dra_driver.controller.metrics import ControllerMetrics
 from dra_driver.controller.releaser import Releaser
 from dra_driver.controller.view import ClusterView
+from dra_driver.engine import Policy
 from dra_driver.k8s.errors import ConflictError, InvalidError
 from dra_driver.k8s.informer import object_key
 from dra_driver.k8s.reconcile import Requeue

@@ -10,10 +10,10 @@ from gpushare_simulator.harness.cluster import node_object
 
 from dra_driver.api import DriverNames
 from dra_driver.api.classes import default_device_classes, device_class
-from dra_driver.controller.engine import Placed, Snapshot
-from dra_driver.kubeletplugin.slices import desired_slices
-from dra_driver.kubeletplugin.slicesync import with_generation
+from dra_driver.engine import Placed, Snapshot
 from dra_driver.nvml.inventory import Card, NodeInventory, Taint
+from dra_driver.publishing.slices import desired_slices
+from dra_driver.publishing.slicesync import with_generation
 
 Object = dict[str, Any]
 

@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from dra_driver.controller.engine import Placed, Policy, Snapshot, Unplaceable, place_pod
 from dra_driver.controller.metrics import CardCollector
+from dra_driver.engine import Placed, Policy, Snapshot, Unplaceable, place_pod
 from dra_driver.structured.configshares import SCHEDULER_FINALIZER
 
 POLICY = Policy()

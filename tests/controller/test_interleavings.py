@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry
 
 from dra_driver.api import Backend
 from dra_driver.controller.app import Controller
-from dra_driver.controller.engine import Snapshot
 from dra_driver.controller.settings import ControllerSettings
+from dra_driver.engine import Snapshot
 from dra_driver.k8s import objects
 from dra_driver.k8s.reconcile import Requeue
 from dra_driver.structured.allocated import AllocatedState

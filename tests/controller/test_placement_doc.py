@@ -19,8 +19,8 @@ from controller.kit import (
 )
 
 from dra_driver.api import Placement
-from dra_driver.controller.engine import Placed, Policy, place_pod
-from dra_driver.controller.engine.scoring import free_fraction
+from dra_driver.engine import Placed, Policy, place_pod
+from dra_driver.engine.scoring import free_fraction
 
 
 def runbook_node_2() -> object:

@@ -18,8 +18,8 @@ from controller.test_controller_e2e import (
 from gpushare_simulator.harness.cluster import FakeCluster
 
 from dra_driver.api.classes import default_device_classes
-from dra_driver.kubeletplugin.slicesync import with_generation
 from dra_driver.nvml.inventory import Inventory
+from dra_driver.publishing.slicesync import with_generation
 
 
 @contextmanager

@@ -22,7 +22,7 @@ from controller.upstream_cases_3 import CASES as CASES_3
 from controller.upstream_cases_3 import LEFT_OUT
 
 from dra_driver.api import DriverNames
-from dra_driver.controller.engine import Placed, Policy, Snapshot, place_pod
+from dra_driver.engine import Placed, Policy, Snapshot, place_pod
 from dra_driver.k8s.quantity import parse_quantity
 
 NAMES = DriverNames.for_driver(D)

@@ -27,8 +27,8 @@ from deploy.chartkit import (
 from dra_driver import __version__
 from dra_driver.api import Backend, Placement
 from dra_driver.api.driver import DriverNames, InvalidDriverNameError
-from dra_driver.kubeletplugin.slices import UNHEALTHY_TAINT_EFFECTS
 from dra_driver.logging import LOG_LEVELS, LogFormat
+from dra_driver.publishing.slices import UNHEALTHY_TAINT_EFFECTS
 
 CASES = sorted(MATRIX)
 

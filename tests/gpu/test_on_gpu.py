@@ -32,10 +32,10 @@ from dra_driver.cdi import atomic_write_json, spec_file_name
 from dra_driver.kubeletplugin.claims import prepare_claim
 from dra_driver.kubeletplugin.monitor import MonitoredClaim, RegionMonitor
 from dra_driver.kubeletplugin.paths import NodePaths
-from dra_driver.kubeletplugin.slices import device_name
 from dra_driver.nvml.inventory import Card
 from dra_driver.nvml.real import NvmlCardSource
 from dra_driver.nvml.source import DiscoveryError
+from dra_driver.publishing.slices import device_name
 
 pytestmark = pytest.mark.gpu
 

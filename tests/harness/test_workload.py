@@ -23,8 +23,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from dra_driver.api import DEFAULT_DRIVER_NAME, Backend, DriverNames, decode_config
 from dra_driver.api.classes import default_device_classes
 from dra_driver.cdi import spec_file_name
-from dra_driver.controller.engine import Snapshot
 from dra_driver.controller.metrics import CardCollector
+from dra_driver.engine import Snapshot
 from dra_driver.nvml.inventory import builtin_inventory
 from dra_driver.plan.inventory import node_object, node_slices
 

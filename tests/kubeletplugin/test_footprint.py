@@ -16,7 +16,7 @@ SlicePublisher(client.ApiClient(), DriverNames.for_driver(DEFAULT_DRIVER_NAME), 
 client.ResourceV1Api(client.ApiClient())
 loaded = sorted(m for m in sys.modules if m in {
     "aiohttp", "kubernetes.aio", "kubernetes.client.api.core_v1_api", "cel",
-    "dra_driver.controller.engine", "dra_driver.webhook.run", "dra_driver.plan.command",
+    "dra_driver.engine", "dra_driver.webhook.run", "dra_driver.plan.command",
 })
 print(",".join(loaded))
 """

@@ -17,9 +17,9 @@ from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
 from dra_driver.k8s import raw
 from dra_driver.k8s.settings import ApiTimeouts
 from dra_driver.kubeletplugin.publisher import SlicePublisher
-from dra_driver.kubeletplugin.slices import desired_slices
-from dra_driver.kubeletplugin.slicesync import slice_name
 from dra_driver.nvml.inventory import Card, Health
+from dra_driver.publishing.slices import desired_slices
+from dra_driver.publishing.slicesync import slice_name
 
 NAMES = DriverNames.for_driver(DEFAULT_DRIVER_NAME)
 NODE = "node-a"

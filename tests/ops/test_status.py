@@ -13,10 +13,10 @@ from gpushare_simulator.harness.apiserver import FakeApiServer
 from ops.builders import NAMES, claim, pod, seed_cards, share, whole
 
 from dra_driver.cli.main import kubectl_plugin, main
-from dra_driver.kubeletplugin.slices import desired_slices
-from dra_driver.kubeletplugin.slicesync import with_generation
 from dra_driver.nvml.inventory import Health, builtin_inventory
 from dra_driver.plan.inventory import node_object
+from dra_driver.publishing.slices import desired_slices
+from dra_driver.publishing.slicesync import with_generation
 
 SECOND_SHARE = "7d3f1c2a-0000-4000-8000-000000000002"
 

@@ -8,10 +8,10 @@ import pytest
 from gpushare_simulator.harness import cluster as test_cluster
 from plan.builders import NAMES
 
-from dra_driver.kubeletplugin.slices import desired_slices
 from dra_driver.nvml.inventory import NodeInventory, Taint, builtin_inventory
 from dra_driver.plan.errors import PlanInputError
 from dra_driver.plan.inventory import inventory_cluster, node_object, node_slices, read_inventory
+from dra_driver.publishing.slices import desired_slices
 
 
 def test_slices_are_the_plugins_named_at_generation_1() -> None:

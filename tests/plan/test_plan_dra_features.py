@@ -55,4 +55,4 @@ def test_an_admin_access_claim_is_placed_on_a_full_card_and_counts_for_nothing()
     (result,) = _plan(text).policies
     assert [p.outcome for p in result.pods] == [Outcome.PLACED, Outcome.PLACED]
     (card,) = result.cards
-    assert (card.shares, card.cores_used) == (1, card.cores_total)
+    assert (len(card.shares), card.cores_used) == (1, card.card.cores)

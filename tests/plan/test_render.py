@@ -55,6 +55,7 @@ def test_json_document_has_exactly_the_documented_keys() -> None:
     assert set(binpack["cards"][0]) == {
         "node",
         "device",
+        "uuid",
         "pciBusID",
         "shares",
         "whole",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from gpushare_simulator.simulate.cards import Card
 from gpushare_simulator.simulate.checks import (
     DifferentCards,
     KernelsAre,
@@ -17,16 +16,30 @@ from gpushare_simulator.simulate.checks import (
 from gpushare_simulator.simulate.cudawork import TaskFact
 from gpushare_simulator.simulate.observe import PodFact, ShareFact, Snapshot
 
+from dra_driver.usage.model import PublishedCard
+
 GIB = 1024**3
-CARD_0 = Card(
-    "node-2", "gpu-0", "GPU-aaaaaaaa-1", "0000:00:08.0", Fraction(100), Fraction(15 * GIB)
+CARD_0 = PublishedCard(
+    node="node-2",
+    device="gpu-0",
+    uuid="GPU-aaaaaaaa-1",
+    product="",
+    pci_bus_id="0000:00:08.0",
+    cores=Fraction(100),
+    memory=Fraction(15 * GIB),
 )
-CARD_1 = Card(
-    "node-2", "gpu-1", "GPU-bbbbbbbb-2", "0000:00:09.0", Fraction(100), Fraction(15 * GIB)
+CARD_1 = PublishedCard(
+    node="node-2",
+    device="gpu-1",
+    uuid="GPU-bbbbbbbb-2",
+    product="",
+    pci_bus_id="0000:00:09.0",
+    cores=Fraction(100),
+    memory=Fraction(15 * GIB),
 )
 
 
-def running(name: str, card: Card | None = CARD_0, cores: int = 40, **env: str) -> PodFact:
+def running(name: str, card: PublishedCard | None = CARD_0, cores: int = 40, **env: str) -> PodFact:
     share = ShareFact(f"ns/{name}-gpu", "gpu", card, Fraction(cores), Fraction(5 * GIB),
                       "burst-share", "online", f"uid-{name}")  # fmt: skip
     return PodFact("ns", name, f"Pod/{name}", "Running", "node-2", None, (share,), {"c": env})

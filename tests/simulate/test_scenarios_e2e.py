@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from gpushare_simulator.settings import SCENARIO_NAMES
 from gpushare_simulator.simulate import runner as runner_module
-from gpushare_simulator.simulate.cards import Card
 from gpushare_simulator.simulate.checks import PodIs
 from gpushare_simulator.simulate.command import examples_dir
 from gpushare_simulator.simulate.manifests import load_manifest
@@ -36,6 +35,7 @@ from simulate.kit import NAMES
 
 from dra_driver.controller.settings import ControllerSettings
 from dra_driver.nvml.inventory import builtin_inventory
+from dra_driver.usage.model import PublishedCard
 
 GIB = 1024**3
 NODE1_CARD = "GPU-26975e32-62e5-543b-ac29-e97c231c6291"
@@ -62,7 +62,7 @@ def share(fact: PodFact) -> ShareFact:
     return only
 
 
-def card(fact: PodFact) -> Card:
+def card(fact: PodFact) -> PublishedCard:
     found = share(fact).card
     assert found is not None, f"pod {fact.name} has no card"
     return found
@@ -92,7 +92,7 @@ def test_whole_card(runner: Runner) -> None:
     assert "request gpu: no card with 100 cores, 15Gi memory free" in waiting.reason
     assert "(closest: node-1/gpu-0 has 0 cores, 0 memory free)" in waiting.reason
     node1 = report.steps[0].snapshot.cards[0]
-    assert (node1.card.node, node1.shares, node1.cores, node1.memory) == (
+    assert (node1.card.node, len(node1.shares), node1.cores_used, node1.memory_used) == (
         "node-1",
         1,
         100,
@@ -120,7 +120,7 @@ def test_sharing(runner: Runner) -> None:
         assert env["GPUSHARE_DEVICE_UUIDS"] == NODE1_CARD
         assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     use = report.steps[0].snapshot.cards[0]
-    assert (use.shares, use.whole, use.cores, use.memory) == (2, False, 70, 10 * GIB)
+    assert (len(use.shares), use.whole, use.cores_used, use.memory_used) == (2, False, 70, 10 * GIB)
 
 
 def test_placement(runner: Runner) -> None:
@@ -128,7 +128,7 @@ def test_placement(runner: Runner) -> None:
     report = run(runner, PLACEMENT)
     packed = {card(pod(report, 1, f"infer-binpack-{i}")).pci_bus_id for i in (0, 1)}
     assert packed == {"0000:00:08.0"}
-    assert [c.shares for c in report.steps[0].snapshot.cards] == [0, 2, 0]
+    assert [len(c.shares) for c in report.steps[0].snapshot.cards] == [0, 2, 0]
     assert report.steps[1].snapshot.pod("infer-binpack-0") is None
     spread = [card(pod(report, 2, f"infer-spread-{i}")) for i in (0, 1)]
     assert [c.uuid for c in spread] == [NODE2_CARD0, NODE2_CARD1]
@@ -213,7 +213,7 @@ def test_bad_input(runner: Runner) -> None:
         "spec.spec.devices.config[0].opaque.parameters: Too long"
         in (refused["ResourceClaimTemplate/too-large"])
     )
-    assert [c.shares for c in report.steps[1].snapshot.cards] == [1, 0, 0]
+    assert [len(c.shares) for c in report.steps[1].snapshot.cards] == [1, 0, 0]
 
 
 def test_without_the_node_monitor_the_priority_expectations_fail() -> None:
@@ -245,4 +245,4 @@ def test_a_failed_expectation_is_reported_with_what_happened(
     assert not report.passed
     assert report.steps[0].failures == ["pod infer-a-0: expected 50 cores, got 40"]
     # It cleaned up after itself: the next scenario finds every card free.
-    assert all(use.shares == 0 for use in runner.ops.observer.snapshot([], {}).cards)
+    assert all(not use.shares for use in runner.ops.observer.snapshot([], {}).cards)

@@ -60,7 +60,12 @@ def test_shares_run_together_on_one_whole_only_card(plain_stack: Stack) -> None:
     report = run(plain_stack, SHARING)
     snapshot = report.steps[0].snapshot
     (used,) = (use for use in snapshot.cards if use.shares)
-    assert (used.shares, used.whole, used.cores, used.memory) == (2, False, 70, 10 * 2**30)
+    assert (len(used.shares), used.whole, used.cores_used, used.memory_used) == (
+        2,
+        False,
+        70,
+        10 * 2**30,
+    )
     sizes = sorted((share.cores, share.memory) for pod in snapshot.pods for share in pod.shares)
     assert sizes == [(30, 5 * 2**30), (40, 5 * 2**30)]
 

@@ -15,7 +15,7 @@ from gpushare_simulator.harness.certs import write_self_signed
 
 from dra_driver.api import DriverNames
 from dra_driver.api.classes import default_device_classes, device_class
-from dra_driver.webhook.capacity import Limits, limits_from_slices
+from dra_driver.validation.capacity import Limits, limits_from_slices
 
 Object = dict[str, Any]
 

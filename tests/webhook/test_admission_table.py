@@ -29,8 +29,8 @@ from webhook.kit import (
     template,
 )
 
+from dra_driver.validation.capacity import Limits
 from dra_driver.webhook.admission import Admission
-from dra_driver.webhook.capacity import Limits
 
 REQ = "spec.devices.requests[0].exactly"
 CAP = f"{REQ}.capacity.requests"

@@ -6,8 +6,8 @@ import copy
 
 from webhook.kit import SLICES, claim, claim_spec, request, share_template
 
+from dra_driver.validation.capacity import limits_from_slices
 from dra_driver.webhook.cache import Kept
-from dra_driver.webhook.capacity import limits_from_slices
 
 RESULT = {"request": "gpu", "driver": "gpushare.dra.dev", "pool": "n1", "device": "gpu-0",
           "shareID": "0f0e0d0c-0000-4000-8000-000000000001"}  # fmt: skip

@@ -19,8 +19,8 @@ from dra_driver.api import ConfigError, DriverNames
 from dra_driver.k8s import objects, raw
 from dra_driver.structured.config import share_config
 from dra_driver.structured.configshares import counted_claims, slice_capacities
+from dra_driver.usage.model import CardUse, PublishedCard, card_uses, published_cards, quantity
 from gpushare_simulator.harness.cluster import FakeCluster
-from gpushare_simulator.simulate.cards import Card, CardUse, card_uses, published_cards, quantity
 from gpushare_simulator.simulate.cudawork import TaskFact
 
 Object = dict[str, Any]
@@ -36,7 +36,7 @@ class ShareFact:
 
     claim: str
     request: str
-    card: Card | None
+    card: PublishedCard | None
     cores: Fraction | None
     """Consumed (allocated) or requested cores; ``None``: the whole card (nothing asked)."""
     memory: Fraction | None
@@ -91,7 +91,7 @@ class _Seen:
 
     claims: Mapping[tuple[str, str], Object]
     classes: Mapping[str, Object]
-    cards: Mapping[tuple[str, str], Card]
+    cards: Mapping[tuple[str, str], PublishedCard]
     events: list[Object]
 
 
@@ -109,11 +109,8 @@ class Observer:
         """Return the pods of ``namespaces`` (``owners`` names what made each) and all cards."""
         slices = raw.call(self._resource.list_resource_slice)["items"]
         cards = published_cards(slices, self._names.driver)
-        claims = counted_claims(
-            raw.call(self._resource.list_resource_claim_for_all_namespaces)["items"],
-            self._names,
-            slice_capacities(slices, self._names.driver),
-        )
+        stored = raw.call(self._resource.list_resource_claim_for_all_namespaces)["items"]
+        claims = counted_claims(stored, self._names, slice_capacities(slices, self._names.driver))
         classes = {
             c["metadata"]["name"]: c for c in raw.call(self._resource.list_device_class)["items"]
         }
@@ -130,7 +127,7 @@ class Observer:
                 key = (namespace, pod["metadata"]["name"])
                 pods.append(self._pod(pod, owners.get(key, f"Pod/{key[1]}"), seen))
         pods.sort(key=lambda p: (p.namespace, _creation_order(owners, p)))
-        return Snapshot(tuple(pods), tuple(card_uses(cards, claims, self._names.driver)))
+        return Snapshot(tuple(pods), tuple(card_uses(self._names, slices, stored)))
 
     def _pod(self, pod: Object, owner: str, seen: _Seen) -> PodFact:
         namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
@@ -155,7 +152,10 @@ class Observer:
         return PodFact(namespace, name, owner, phase, node, reason, tuple(shares), env)
 
     def _shares(
-        self, claim: Object, classes: Mapping[str, Object], cards: Mapping[tuple[str, str], Card]
+        self,
+        claim: Object,
+        classes: Mapping[str, Object],
+        cards: Mapping[tuple[str, str], PublishedCard],
     ) -> list[ShareFact]:
         key = f"{claim['metadata']['namespace']}/{claim['metadata']['name']}"
         allocation = (claim.get("status") or {}).get("allocation")

@@ -50,9 +50,9 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, Final
 
-from dra_driver.k8s.quantity import QuantityFormat, format_quantity
 from dra_driver.settings import as_document
-from gpushare_simulator.simulate.cards import CardUse
+from dra_driver.usage import render as usage
+from dra_driver.usage.model import CardUse
 from gpushare_simulator.simulate.cudawork import TaskFact
 from gpushare_simulator.simulate.observe import PodFact, ShareFact
 from gpushare_simulator.simulate.runner import ScenarioReport, StepReport
@@ -70,11 +70,11 @@ _TASK_HEADER: Final = ("CUDA WORK", "KERNELS", "SMS IT MAY USE", "MEMORY", "AFTE
 
 
 def _cores(value: Fraction | None) -> str | None:
-    return None if value is None else format_quantity(value)
+    return None if value is None else usage.cores(value)
 
 
 def _memory(value: Fraction | None) -> str | None:
-    return None if value is None else format_quantity(value, QuantityFormat.BINARY)
+    return None if value is None else usage.memory(value)
 
 
 # -- JSON -----------------------------------------------------------------------------------
@@ -109,20 +109,6 @@ def _pod_json(pod: PodFact) -> Object:
     }
 
 
-def _card_json(use: CardUse) -> Object:
-    card = use.card
-    return {
-        "node": card.node,
-        "device": card.device,
-        "uuid": card.uuid,
-        "pciBusID": card.pci_bus_id,
-        "shares": use.shares,
-        "whole": use.whole,
-        "cores": {"used": _cores(use.cores), "total": _cores(card.cores)},
-        "memory": {"used": _memory(use.memory), "total": _memory(card.memory)},
-    }
-
-
 def _task_json(task: TaskFact) -> Object:
     return {
         "pod": task.pod,
@@ -142,7 +128,7 @@ def _step_json(step: StepReport) -> Object:
         "actions": list(step.actions),
         "pods": [_pod_json(pod) for pod in step.snapshot.pods],
         "refused": [{"object": ref, "message": message} for ref, message in step.refused.items()],
-        "cards": [_card_json(use) for use in step.snapshot.cards],
+        "cards": [usage.card_json(use) for use in step.snapshot.cards],
         "cuda": [_task_json(task) for task in step.snapshot.tasks],
         "expectations": [
             {"expect": expect, "passed": not failures, "failures": list(failures)}
@@ -176,14 +162,6 @@ def render_document(
 
 
 # -- table ----------------------------------------------------------------------------------
-
-
-def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ]
 
 
 def _wrap(label: str, text: str) -> list[str]:
@@ -228,7 +206,7 @@ def _pod_lines(pods: Sequence[PodFact]) -> list[str]:
             lines += _wrap("why", pod.reason)
         notes[len(rows) - 1] = lines
     out = []
-    for index, line in enumerate(_columns(rows)):
+    for index, line in enumerate(usage.columns(rows)):
         out.append(line)
         out.extend(notes.get(index, []))
     return out
@@ -241,11 +219,11 @@ def _card_lines(cards: Sequence[CardUse]) -> list[str]:
         rows.append([
             f"{card.node}/{card.device} {card.pci_bus_id}",
             card.short_uuid,
-            "whole" if use.whole else str(use.shares),
-            f"{_cores(use.cores)}/{_cores(card.cores)}",
-            f"{_memory(use.memory)}/{_memory(card.memory)}",
+            "whole" if use.whole else str(len(use.shares)),
+            usage.cores_of_total(use),
+            usage.memory_of_total(use),
         ])  # fmt: skip
-    return _columns(rows)
+    return usage.columns(rows)
 
 
 def _task_lines(tasks: Sequence[TaskFact]) -> list[str]:
@@ -261,7 +239,7 @@ def _task_lines(tasks: Sequence[TaskFact]) -> list[str]:
             _memory(Fraction(task.memory)) or "0",
             changes or "-",
         ])  # fmt: skip
-    return _columns(rows)
+    return usage.columns(rows)
 
 
 def _step_lines(number: int, step: StepReport, previous: StepReport | None) -> list[str]:

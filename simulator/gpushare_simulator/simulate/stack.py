@@ -12,6 +12,7 @@ directory, whatever state a failed start left.
 
 from __future__ import annotations
 
+import dataclasses
 import base64
 import functools
 import shutil
@@ -34,7 +35,6 @@ from dra_driver.k8s import raw
 from dra_driver.k8s.client import new_api_client
 from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.kubeletplugin import plugin
-from dra_driver.kubeletplugin.monitor import DEFAULT_PERIOD as DEFAULT_MONITOR_PERIOD
 from dra_driver.kubeletplugin.settings import KubeletPluginSettings
 from dra_driver.metrics.settings import ObservabilitySettings
 from dra_driver.nvml.inventory import Inventory, dump_inventory
@@ -109,7 +109,7 @@ class Stack:
         *,
         binaries: KubeBinaries | None = None,
         on_progress: Callable[[str], None] = lambda _: None,
-        monitor_period: float = DEFAULT_MONITOR_PERIOD,
+        monitor_period: float | None = None,
         consumable_capacity: bool = True,
     ) -> None:
         self.names, self.inventory = names, inventory
@@ -234,8 +234,9 @@ class Stack:
             plugin_dir=dirs.plugins / self.names.driver,
             cdi_root=dirs.cdi,
             hami_core_library=library,
-            monitor_period=self._monitor_period,
         )
+        if self._monitor_period is not None:  # else the plugin's own default
+            settings = dataclasses.replace(settings, monitor_period=self._monitor_period)
         observability = ObservabilitySettings(metrics_port=-1)
 
         def serve_node() -> None:

@@ -1,0 +1,207 @@
+"""What the allocation engine decides on: a consistent, read-only picture of the cluster.
+
+Built from raw API objects (as informers hold them) by pure code. Our devices come from
+:mod:`devices`; every allocated claim, whoever allocated it, feeds the accounting, because
+kube-scheduler allocates the same cards to pods that skip the controller
+(docs/resource-model.md, "How a claim gets its card").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from dra_driver.api import ConfigError, DriverNames, Priority
+from dra_driver.engine.devices import MALFORMED, Device, read_devices
+from dra_driver.engine.load import Load
+from dra_driver.structured.allocated import AllocatedState, DeviceId
+from dra_driver.structured.config import share_config
+from dra_driver.structured.configshares import counted_claim
+from dra_driver.structured.consumable import Capacity
+from dra_driver.structured.taintrules import rule_taints, with_rule_taints
+
+Object = dict[str, Any]
+
+
+@dataclasses.dataclass
+class Snapshot:
+    """The cluster as one allocation decision sees it; build with :meth:`build`."""
+
+    names: DriverNames
+    nodes: dict[str, Object]
+    devices: dict[str, tuple[Device, ...]]
+    """This driver's devices per node name, in :attr:`Device.sort_key` order."""
+    by_id: dict[DeviceId, Device]
+    classes: dict[str, Object]
+    state: AllocatedState
+    priorities: dict[DeviceId, dict[Priority, int]]
+    """How many shares of each priority each of our devices has (placement uses it)."""
+    unusable_pools: dict[str, dict[str, str]]
+    """Node -> pool -> why none of the pool's devices may be used there (kube-scheduler's
+    incomplete and invalid pools)."""
+    problems: list[str]
+    counted: dict[str, Object]
+    """Claim UID -> the version of the claim whose allocation is counted."""
+    load: Load
+    """Free capacity per device and node, kept in step with :attr:`state`."""
+    counted_names: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    """``(namespace, name)`` -> the UID counted under that name."""
+    memo: dict[object, Any] = dataclasses.field(default_factory=dict)
+    """Static results that hold as long as the devices do (see :class:`Matcher`)."""
+    share_plain: bool = True
+    """Share whole-only cards by config sizes; see :attr:`Device.plain`."""
+
+    @functools.cached_property
+    def node_names(self) -> tuple[str, ...]:
+        """Every node's name, sorted (the nodes of a snapshot never change)."""
+        return tuple(sorted(self.nodes))
+
+    @classmethod
+    def build(
+        cls,
+        names: DriverNames,
+        *,
+        nodes: Iterable[Object],
+        slices: Iterable[Object],
+        classes: Iterable[Object],
+        claims: Iterable[Object],
+        taint_rules: Iterable[Object] = (),
+        share_plain: bool = True,
+    ) -> Snapshot:
+        """Assemble a snapshot from raw objects; malformed pieces become ``problems``.
+
+        ``taint_rules`` (DeviceTaintRules) taint the devices they select, as if their slices
+        said so. ``share_plain`` lets config-sized shares go on cards published whole-only.
+        """
+        problems: list[str] = []
+        tainted = with_rule_taints(list(slices), rule_taints(taint_rules, names.driver))
+        devices, unusable = read_devices(names.driver, tainted, problems, share_plain)
+        by_node: dict[str, list[Device]] = {}
+        for device in devices:
+            by_node.setdefault(device.node, []).append(device)
+        state = AllocatedState()
+        snapshot = cls(
+            names=names,
+            nodes={str(node["metadata"]["name"]): node for node in nodes},
+            devices={
+                node: tuple(sorted(found, key=lambda d: d.sort_key))
+                for node, found in by_node.items()
+            },
+            by_id={device.id: device for device in devices},
+            classes={str(c["metadata"]["name"]): c for c in classes},
+            state=state,
+            priorities={},
+            counted={},
+            unusable_pools=unusable,
+            problems=problems,
+            load=Load(state, {}),
+            share_plain=share_plain,
+        )
+        for claim in claims:
+            snapshot.update_claim(claim)
+        problems.extend(snapshot.state.problems)
+        # Indexed once the claims are in: cheaper than re-sorting a node per claim.
+        snapshot.load = Load(
+            state,
+            {
+                node: [(d.id, d.capacities, d.model) for d in found]
+                for node, found in snapshot.devices.items()
+            },
+        )
+        return snapshot
+
+    def update_claim(self, claim: Object) -> None:
+        """Count ``claim`` as it is now, replacing whatever was counted for its UID.
+
+        Idempotent: the controller calls it after each of its writes, and a claim counted by
+        :meth:`build` is never counted twice.
+        """
+        try:
+            uid = str((claim.get("metadata") or {}).get("uid") or "")
+            allocated = bool((claim.get("status") or {}).get("allocation"))
+        except MALFORMED as exc:
+            self.problems.append(f"a claim: {exc!s}; not counted")
+            return
+        self.remove_claim(uid)
+        if allocated:
+            if self.share_plain:
+                # What is counted is what gets removed again: counted once, stored as counted.
+                claim = counted_claim(claim, self.names, self.capacities)
+            self.state.add_claim(claim)
+            self._count_priorities(claim, 1)
+            self.counted[uid] = claim
+            self.counted_names[_name_of(claim)] = uid
+            self.load.refresh(_device_ids(claim))
+
+    def remove_claim(self, uid: str) -> None:
+        """Stop counting the claim with ``uid`` (its allocation ended or it is gone)."""
+        counted = self.counted.pop(uid, None)
+        if counted is not None:
+            if self.counted_names.get(_name_of(counted)) == uid:
+                del self.counted_names[_name_of(counted)]
+            self.state.remove_claim(counted)
+            self._count_priorities(counted, -1)
+            self.load.refresh(_device_ids(counted))
+
+    def capacities(self, device_id: DeviceId) -> Mapping[str, Capacity] | None:
+        """Return the capacities of one of our devices, ``None`` for a device not known."""
+        device = self.by_id.get(device_id)
+        return device.capacities if device is not None else None
+
+    def overcommitted(self, claims: Iterable[Object]) -> list[str]:
+        """Say which of our cards the claims' allocations share with more than they hold."""
+        problems = []
+        for device_id in dict.fromkeys(d for claim in claims for d in _device_ids(claim)):
+            device = self.by_id.get(device_id)
+            problem = device and self.state.overcommitted(device_id, device.capacities)
+            if device and problem:
+                problems.append(f"card {device.label}: {problem}")
+        return problems
+
+    def _count_priorities(self, claim: Object, sign: int) -> None:
+        try:
+            allocation = claim["status"]["allocation"]
+            devices = allocation.get("devices") or {}
+            results = list(devices.get("results") or [])
+            configs = list(devices.get("config") or [])
+        except MALFORMED:
+            return  # AllocatedState reports malformed allocations already
+        for result in results:
+            if not isinstance(result, dict):
+                continue
+            device_id = (result.get("driver"), result.get("pool"), result.get("device"))
+            if device_id not in self.by_id or result.get("adminAccess"):
+                continue
+            try:
+                config = share_config(
+                    configs,
+                    self.names,
+                    str(result.get("request", "")),
+                    path="status.allocation.devices.config",
+                )
+            except (ConfigError, *MALFORMED):
+                # The kubelet plugin refuses such a claim; it still holds its capacity.
+                config = share_config([], self.names, "", path="")
+            counts = self.priorities.setdefault(device_id, {})
+            priority = config.effective().priority
+            counts[priority] = counts.get(priority, 0) + sign
+
+
+def _name_of(claim: Object) -> tuple[str, str]:
+    metadata = claim.get("metadata") or {}
+    return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+
+
+def _device_ids(claim: Object) -> list[DeviceId]:
+    """Return the devices a claim's allocation names (malformed results are skipped)."""
+    try:
+        results = claim["status"]["allocation"]["devices"]["results"]
+        return [
+            (str(r.get("driver")), str(r.get("pool")), str(r.get("device")))
+            for r in results
+            if isinstance(r, dict)
+        ]
+    except (*MALFORMED, IndexError):
+        return []
