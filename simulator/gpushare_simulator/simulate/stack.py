@@ -12,8 +12,8 @@ directory, whatever state a failed start left.
 
 from __future__ import annotations
 
-import dataclasses
 import base64
+import dataclasses
 import functools
 import shutil
 import tempfile
