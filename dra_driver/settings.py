@@ -62,6 +62,15 @@ def flag(
     return dataclasses.field(default=default, metadata=metadata)
 
 
+def kubeconfig_flag(help: str) -> str | None:
+    """Declare a ``--kubeconfig`` field: unset by default, and read from ``KUBECONFIG``.
+
+    The variable is the one kubectl and every client reads, never a prefixed one, so a shell
+    that works with kubectl works with each command here too.
+    """
+    return flag(None, help, standard_env=True)
+
+
 @dataclasses.dataclass(frozen=True)
 class CommonSettings:
     """Settings every subcommand accepts."""

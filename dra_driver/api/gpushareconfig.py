@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from dra_driver.api.fields import Codec, CoresCodec, EnumCodec, MemoryCodec
 
@@ -62,8 +62,9 @@ _CODEC: Final = "codec"
 _DESCRIPTION: Final = "description"
 
 
-def _meta(enum: type[StrEnum], description: str) -> dict[str, object]:
-    return {_CODEC: EnumCodec(enum), _DESCRIPTION: description}
+def _config_field(codec: Codec, description: str) -> Any:  # noqa: ANN401 - a Field
+    """Declare an optional field of the format: unset by default, with its codec and description."""
+    return dataclasses.field(default=None, metadata={_CODEC: codec, _DESCRIPTION: description})
 
 
 _SIZE_NOTE: Final = (
@@ -76,60 +77,42 @@ _SIZE_NOTE: Final = (
 class GpuShareConfig:
     """One opaque config entry; ``None`` means the entry does not set the field."""
 
-    isolation: Isolation | None = dataclasses.field(
-        default=None,
-        metadata=_meta(
-            Isolation,
-            "How the claim's compute share is enforced. fixed-share: capped at its cores even "
-            "when the card is idle. burst-share: guaranteed its cores and may use idle compute. "
-            "best-effort: compute is shared by competition. exclusive: the whole card. Memory "
-            f"is always a hard limit. Default: {DEFAULT_ISOLATION}.",
-        ),
+    isolation: Isolation | None = _config_field(
+        EnumCodec(Isolation),
+        "How the claim's compute share is enforced. fixed-share: capped at its cores even "
+        "when the card is idle. burst-share: guaranteed its cores and may use idle compute. "
+        "best-effort: compute is shared by competition. exclusive: the whole card. Memory "
+        f"is always a hard limit. Default: {DEFAULT_ISOLATION}.",
     )
-    priority: Priority | None = dataclasses.field(
-        default=None,
-        metadata=_meta(
-            Priority,
-            "online work preempts offline work on the same card: offline work is suspended "
-            "while online work is busy and resumes after. Memory is never taken from either. "
-            f"Default: {DEFAULT_PRIORITY}.",
-        ),
+    priority: Priority | None = _config_field(
+        EnumCodec(Priority),
+        "online work preempts offline work on the same card: offline work is suspended "
+        "while online work is busy and resumes after. Memory is never taken from either. "
+        f"Default: {DEFAULT_PRIORITY}.",
     )
-    placement: Placement | None = dataclasses.field(
-        default=None,
-        metadata=_meta(
-            Placement,
-            "How the claim's shares are placed on the cards of a node. binpack: fill the "
-            "busiest card that fits. spread: use the least busy card. Default: the "
-            "controller's setting.",
-        ),
+    placement: Placement | None = _config_field(
+        EnumCodec(Placement),
+        "How the claim's shares are placed on the cards of a node. binpack: fill the "
+        "busiest card that fits. spread: use the least busy card. Default: the "
+        "controller's setting.",
     )
-    backend: Backend | None = dataclasses.field(
-        default=None,
-        metadata=_meta(
-            Backend,
-            "The interception layer that enforces the limits in the container. hami-core: "
-            "HAMi-core libvgpu.so. mps: NVIDIA MPS. none: accounting only, nothing is "
-            "enforced. Default: the node's setting.",
-        ),
+    backend: Backend | None = _config_field(
+        EnumCodec(Backend),
+        "The interception layer that enforces the limits in the container. hami-core: "
+        "HAMi-core libvgpu.so. mps: NVIDIA MPS. none: accounting only, nothing is "
+        "enforced. Default: the node's setting.",
     )
 
-    cores: int | None = dataclasses.field(
-        default=None,
-        metadata={
-            _CODEC: CoresCodec(),
-            _DESCRIPTION: "The share's compute, in per cent of the card's SMs (0 to 100), "
-            "counted like a cores capacity request. " + _SIZE_NOTE + " Default: 100.",
-        },
+    cores: int | None = _config_field(
+        CoresCodec(),
+        "The share's compute, in per cent of the card's SMs (0 to 100), "
+        "counted like a cores capacity request. " + _SIZE_NOTE + " Default: 100.",
     )
-    memory: int | None = dataclasses.field(
-        default=None,
-        metadata={
-            _CODEC: MemoryCodec(),
-            _DESCRIPTION: "The share's memory, a whole number of Mi, Gi or Ti (512Mi, 5Gi), "
-            "counted like a memory capacity request. " + _SIZE_NOTE + " Default: all of the "
-            "card's memory.",
-        },
+    memory: int | None = _config_field(
+        MemoryCodec(),
+        "The share's memory, a whole number of Mi, Gi or Ti (512Mi, 5Gi), "
+        "counted like a memory capacity request. " + _SIZE_NOTE + " Default: all of the "
+        "card's memory.",
     )
 
     def effective(self) -> EffectiveConfig:

@@ -11,6 +11,7 @@ without ``..`` and environment entries with a valid name and no control characte
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -225,26 +226,24 @@ def _kind(kind: object) -> Problems:
 def _devices(devices: object) -> Problems:
     if not isinstance(devices, list) or not devices:
         return ["devices: must be a non-empty list"]
-    problems = []
-    names: set[str] = set()
-    for i, device in enumerate(devices):
-        where = f"devices[{i}]"
-        if not isinstance(device, Mapping):
-            problems.append(f"{where}: must be an object")
-            continue
-        problems += _fields(where, device, DEVICE_FIELDS)
-        name = device.get("name")
-        if not isinstance(name, str) or not _DEVICE_NAME.fullmatch(name):
-            shown = quote(name) if isinstance(name, str) else repr(name)
-            problems.append(
-                f"{where}.name: {shown}: must hold only letters, digits and "
-                '"_-.:", and start and end with a letter or digit'
-            )
-        elif name in names:
-            problems.append(f"{where}.name: {quote(name)}: defined twice")
-        else:
-            names.add(name)
-        problems += _edits(f"{where}.containerEdits", device.get("containerEdits"), device=True)
+    return _list_of("devices", devices, functools.partial(_device, set()))
+
+
+def _device(names: set[str], where: str, device: Mapping[str, Any]) -> Problems:
+    """Check one device; ``names`` holds the names of the devices before it, and gets this one's."""
+    problems = _fields(where, device, DEVICE_FIELDS)
+    name = device.get("name")
+    if not isinstance(name, str) or not _DEVICE_NAME.fullmatch(name):
+        shown = quote(name) if isinstance(name, str) else repr(name)
+        problems.append(
+            f"{where}.name: {shown}: must hold only letters, digits and "
+            '"_-.:", and start and end with a letter or digit'
+        )
+    elif name in names:
+        problems.append(f"{where}.name: {quote(name)}: defined twice")
+    else:
+        names.add(name)
+    problems += _edits(f"{where}.containerEdits", device.get("containerEdits"), device=True)
     return problems
 
 

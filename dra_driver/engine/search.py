@@ -168,15 +168,15 @@ class NodeSearch:
     def _solve(self, at: int) -> bool:
         if at == len(self._requests):
             return True
-        claim, label, alternatives = self._requests[at]
+        _, _, alternatives = self._requests[at]
         index = self._fixed[at]
         alternative = alternatives[index]
         candidates, _ = self.candidates(alternative)
         self._chosen_alternatives.append(index)
         if alternative.all_devices:
-            found = self._take_all(claim, label, alternative, candidates, at)
+            found = self._take_all(at, alternative, candidates)
         else:
-            found = self._take_some(claim, label, alternative, candidates, at)
+            found = self._take_some(at, alternative, candidates)
         if not found:
             self._chosen_alternatives.pop()
         return found
@@ -238,13 +238,9 @@ class NodeSearch:
         return [(device, consumed) for _, device, consumed in ranked]
 
     def _take_some(
-        self,
-        claim: int,
-        label: str,
-        alternative: Alternative,
-        candidates: list[tuple[Device, Any]],
-        at: int,
+        self, at: int, alternative: Alternative, candidates: list[tuple[Device, Any]]
     ) -> bool:
+        claim, label, _ = self._requests[at]
         if self._too_many(claim, label, alternative, adding=alternative.count, at=at):
             return False
         ranked = self._ranked(claim, alternative, candidates)
@@ -308,13 +304,9 @@ class NodeSearch:
         return False
 
     def _take_all(
-        self,
-        claim: int,
-        label: str,
-        alternative: Alternative,
-        candidates: list[tuple[Device, Any]],
-        at: int,
+        self, at: int, alternative: Alternative, candidates: list[tuple[Device, Any]]
     ) -> bool:
+        claim, label, _ = self._requests[at]
         if not candidates:
             return False
         unusable = self.snapshot.unusable_pools.get(self._node)

@@ -31,34 +31,29 @@ class Tentative:
     def push(self, pick: Pick) -> None:
         """Take ``pick``'s amounts from its card."""
         self.picks.append(pick)
-        device_id = pick.device.id
-        if pick.alternative.admin:
-            return
-        if pick.consumed is None:
-            self._whole.add(device_id)
-            return
-        amounts = self._amounts.setdefault(device_id, {})
-        for name, amount in pick.consumed.items():
-            amounts[name] = amounts.get(name, Fraction(0)) + amount
-        self._shares[device_id] = self._shares.get(device_id, 0) + 1
-        if pick.alternative.config.priority is Priority.ONLINE:
-            self._online[device_id] = self._online.get(device_id, 0) + 1
+        self._count(pick, 1)
 
     def pop(self) -> None:
         """Undo the latest pick."""
-        pick = self.picks.pop()
+        self._count(self.picks.pop(), -1)
+
+    def _count(self, pick: Pick, sign: int) -> None:
+        """Add (``sign`` 1) or give back (-1) what ``pick`` takes of its card."""
         device_id = pick.device.id
         if pick.alternative.admin:
             return
         if pick.consumed is None:
-            self._whole.discard(device_id)
+            if sign > 0:
+                self._whole.add(device_id)
+            else:
+                self._whole.discard(device_id)
             return
-        amounts = self._amounts[device_id]
+        amounts = self._amounts.setdefault(device_id, {})
         for name, amount in pick.consumed.items():
-            amounts[name] -= amount
-        self._shares[device_id] -= 1
+            amounts[name] = amounts.get(name, Fraction(0)) + sign * amount
+        self._shares[device_id] = self._shares.get(device_id, 0) + sign
         if pick.alternative.config.priority is Priority.ONLINE:
-            self._online[device_id] -= 1
+            self._online[device_id] = self._online.get(device_id, 0) + sign
 
     def touched(self, device: Device) -> bool:
         """Whether a pick (not admin access) takes from the card."""

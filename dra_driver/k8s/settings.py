@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Final
 
-from dra_driver.settings import InvalidSettingError, flag
+from dra_driver.settings import InvalidSettingError, flag, kubeconfig_flag
 
 WATCH_GRACE_SECONDS: Final = 5.0
 """How much longer than ``timeoutSeconds`` a watch may stay silent before the client gives up.
@@ -73,11 +73,9 @@ _DEFAULTS: Final = ApiTimeouts()
 class KubeClientSettings:
     """Kubernetes API access."""
 
-    kubeconfig: str | None = flag(
-        None,
+    kubeconfig: str | None = kubeconfig_flag(
         "kubeconfig file (several joined by ':' are merged); in-cluster service account "
-        "credentials when unset",
-        standard_env=True,
+        "credentials when unset"
     )
     api_connect_timeout: float = flag(
         _DEFAULTS.connect, "seconds to wait for a connection to the API server"

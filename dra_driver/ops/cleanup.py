@@ -120,18 +120,11 @@ class Cleaner:
             kept = [f for f in finalizers if f != self.names.finalizer]
             return [{"op": "replace", "path": "/metadata/finalizers", "value": kept}]
 
-        namespace, name = object_key(claim)
         return self._patched(
             claim,
             patch,
-            read=lambda: raw.call(resource.read_namespaced_resource_claim, name, namespace),
-            write=lambda body: raw.call(
-                resource.patch_namespaced_resource_claim,
-                name,
-                namespace,
-                body,
-                _content_type=raw.JSON_PATCH,
-            ),
+            read=resource.read_namespaced_resource_claim,
+            write=resource.patch_namespaced_resource_claim,
         )
 
     def _patch_pod(self, core: client.CoreV1Api, pod: Object) -> bool:
@@ -142,14 +135,8 @@ class Cleaner:
                 return None
             return [{"op": "replace", "path": "/spec/schedulingGates", "value": kept}]
 
-        namespace, name = object_key(pod)
         return self._patched(
-            pod,
-            patch,
-            read=lambda: raw.call(core.read_namespaced_pod, name, namespace),
-            write=lambda body: raw.call(
-                core.patch_namespaced_pod, name, namespace, body, _content_type=raw.JSON_PATCH
-            ),
+            pod, patch, read=core.read_namespaced_pod, write=core.patch_namespaced_pod
         )
 
     def _patched(
@@ -157,15 +144,17 @@ class Cleaner:
         obj: Object,
         patch: Callable[[Object], list[Object] | None],
         *,
-        read: Callable[[], Object],
-        write: Callable[[list[Object]], Object],
+        read: Callable[..., Any],
+        write: Callable[..., Any],
     ) -> bool:
         """Apply ``patch`` to ``obj`` as read; on a concurrent change, re-read and retry.
 
         The leading ``test`` of the resourceVersion makes the API server refuse (422) a patch
         computed from an object that changed since: a list replaced whole must not drop what
-        someone else added in between.
+        someone else added in between. ``read`` and ``write`` are the generated client's
+        methods that read and patch an object of ``obj``'s kind.
         """
+        namespace, name = object_key(obj)
         current = obj
         for _ in range(_ATTEMPTS):
             operations = patch(current)
@@ -174,12 +163,12 @@ class Cleaner:
             version = current["metadata"]["resourceVersion"]
             test = {"op": "test", "path": "/metadata/resourceVersion", "value": version}
             try:
-                write([test, *operations])
+                raw.call(write, name, namespace, [test, *operations], _content_type=raw.JSON_PATCH)
             except NotFoundError:
                 return False
             except InvalidError:
                 try:
-                    current = read()
+                    current = raw.call(read, name, namespace)
                 except NotFoundError:
                     return False
                 continue

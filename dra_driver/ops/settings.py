@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import dataclasses
 
-from dra_driver.settings import flag, output_flag
+from dra_driver.settings import flag, kubeconfig_flag, output_flag
+
+
+def _cluster_kubeconfig(purpose: str) -> str | None:
+    """Declare the ``--kubeconfig`` of a command that works on a cluster, to ``purpose`` it."""
+    return kubeconfig_flag(
+        f"kubeconfig of the cluster to {purpose} (default: ~/.kube/config, else the pod's "
+        "service account)"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
 class CleanupSettings:
     """Removing the driver's finalizers and scheduling gates after an uninstall."""
 
-    kubeconfig: str | None = flag(
-        None,
-        "kubeconfig of the cluster to clean up (default: ~/.kube/config, else the pod's "
-        "service account)",
-        standard_env=True,
-    )
+    kubeconfig: str | None = _cluster_kubeconfig("clean up")
     context: str | None = flag(None, "kubeconfig context to use (default: its current context)")
     namespace: str | None = flag(
         None, "namespace of --wait-for-pods (the release's namespace); required with it"
@@ -35,11 +38,6 @@ class CleanupSettings:
 class StatusSettings:
     """A read-only live view of the cluster's cards, shares and waiting pods."""
 
-    kubeconfig: str | None = flag(
-        None,
-        "kubeconfig of the cluster to read (default: ~/.kube/config, else the pod's "
-        "service account)",
-        standard_env=True,
-    )
+    kubeconfig: str | None = _cluster_kubeconfig("read")
     context: str | None = flag(None, "kubeconfig context to use (default: its current context)")
     output: str = output_flag()

@@ -17,7 +17,7 @@ from dra_driver.k8s import objects
 from dra_driver.k8s.informer import object_key
 from dra_driver.settings import as_document
 from dra_driver.usage.model import CardUse, card_uses
-from dra_driver.usage.render import columns, cores, memory
+from dra_driver.usage.render import card_identity, columns, cores, memory
 
 Object = dict[str, Any]
 
@@ -83,9 +83,7 @@ def to_json(status: Status) -> dict[str, object]:
     def card(use: CardUse) -> dict[str, object]:
         c = use.card
         return {
-            "node": c.node,
-            "device": c.device,
-            "uuid": c.uuid,
+            **card_identity(c),
             "product": c.product,
             "shareable": c.shareable,
             "taints": list(c.taints),

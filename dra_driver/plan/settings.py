@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from dra_driver.nvml.inventory import BUILTIN_INVENTORIES
-from dra_driver.settings import flag, output_flag
+from dra_driver.settings import flag, kubeconfig_flag, output_flag
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,8 +17,8 @@ class PlanSettings:
         None,
         "fake GPU inventory YAML to plan on, or a built-in one: " + ", ".join(BUILTIN_INVENTORIES),
     )
-    kubeconfig: str | None = flag(
-        None, "plan on the live cluster of this kubeconfig instead (read only)", standard_env=True
+    kubeconfig: str | None = kubeconfig_flag(
+        "plan on the live cluster of this kubeconfig instead (read only)"
     )
     workload: Path | None = flag(
         None,

@@ -2,8 +2,8 @@
 
 Cores are plain quantities (``40``, ``12.5``), memory binary ones (``5Gi``); a table pads each
 column to its widest cell. ``card_json`` is the document ``plan -o json`` and ``simulate
--o json`` give for a card (keys camelCase, amounts as quantity strings); ``status`` adds its
-own fields around the same amounts.
+-o json`` give for a card (keys camelCase, amounts as quantity strings); ``status`` names its
+cards with the same keys (``card_identity``) and adds its own fields.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from fractions import Fraction
 from typing import Any, Final
 
 from dra_driver.k8s.quantity import QuantityFormat, format_quantity
-from dra_driver.usage.model import CardUse
+from dra_driver.usage.model import CardUse, PublishedCard
 
 Object = dict[str, Any]
 
@@ -49,13 +49,16 @@ def memory_of_total(use: CardUse) -> str:
     return f"{memory(use.memory_used)}/{memory(use.card.memory)}"
 
 
+def card_identity(card: PublishedCard) -> Object:
+    """Return the keys that name a card in every JSON document: node, device and UUID."""
+    return {"node": card.node, "device": card.device, "uuid": card.uuid}
+
+
 def card_json(use: CardUse) -> Object:
     """Return one card's usage as a JSON object."""
     card = use.card
     return {
-        "node": card.node,
-        "device": card.device,
-        "uuid": card.uuid,
+        **card_identity(card),
         "pciBusID": card.pci_bus_id,
         "shares": len(use.shares),
         "whole": use.whole,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypedDict
 
 from dra_driver.api import Backend, DriverNames
 from dra_driver.logging import get_logger
@@ -88,6 +88,14 @@ class Outcome:
 Decide = Callable[[AdmissionRequest], tuple[bytes, str]]
 
 
+class _SpecContext(TypedDict):
+    """What each check of a claim spec takes besides the spec and limits: path, driver, classes."""
+
+    path: str
+    names: DriverNames
+    classes: Mapping[str, Object]
+
+
 class Admission:
     """Decides reviews for one driver against one cluster."""
 
@@ -124,6 +132,9 @@ class Admission:
             return _failure(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error", request.kind)
         return Outcome(HTTPStatus.OK, answer, request.kind, result)
 
+    def _spec_context(self, spec_path: str) -> _SpecContext:
+        return {"path": spec_path, "names": self._names, "classes": self._cluster.device_classes()}
+
     def _validate(self, request: AdmissionRequest) -> tuple[bytes, str]:
         found = _claim_spec(request)
         if found is None:
@@ -131,9 +142,7 @@ class Admission:
         obj, spec_path, spec = found
         errors = validate_claim_spec(
             spec,
-            path=spec_path,
-            names=self._names,
-            classes=self._cluster.device_classes(),
+            **self._spec_context(spec_path),
             limits=Limits() if _generated_for_pod(obj) else self._cluster.limits(),
             default_backend=self._default_backend,
         )
@@ -153,11 +162,7 @@ class Admission:
         if found is not None:
             _, spec_path, spec = found
             errors = dropped_capacity(
-                spec,
-                path=spec_path,
-                names=self._names,
-                classes=self._cluster.device_classes(),
-                limits=self._cluster.limits(),
+                spec, **self._spec_context(spec_path), limits=self._cluster.limits()
             )
             if not errors:
                 return review.allowed(request.uid), "allowed"

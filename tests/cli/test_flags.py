@@ -16,7 +16,7 @@ from dra_driver.cli.flags import (
     flag_name,
     settings_from_arguments,
 )
-from dra_driver.settings import flag
+from dra_driver.settings import flag, kubeconfig_flag
 
 
 class Colour(enum.StrEnum):
@@ -142,3 +142,26 @@ def test_unsupported_field_type_is_a_programming_error() -> None:
 
     with pytest.raises(TypeError, match="setting ports: unsupported type"):
         add_settings_arguments(argparse.ArgumentParser(), Bad)
+
+
+def test_kubeconfig_flag_reads_kubeconfig_unprefixed() -> None:
+    """A kubeconfig_flag field is unset by default and reads KUBECONFIG, not a prefixed name."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Access:
+        """Access."""
+
+        kubeconfig: str | None = kubeconfig_flag("kubeconfig")
+
+    parser = argparse.ArgumentParser()
+    add_settings_arguments(parser, Access, env_prefix="GPUSHARE_")
+
+    def read(environ: dict[str, str]) -> str | None:
+        arguments = parser.parse_args([])
+        return settings_from_arguments(
+            Access, arguments, environ, env_prefix="GPUSHARE_"
+        ).kubeconfig
+
+    assert read({}) is None
+    assert read({"GPUSHARE_KUBECONFIG": "/prefixed"}) is None
+    assert read({"KUBECONFIG": "/etc/kube.conf"}) == "/etc/kube.conf"

@@ -10,7 +10,13 @@ from dra_driver.nvml.inventory import builtin_inventory
 from dra_driver.plan.inventory import node_slices
 from dra_driver.publishing.slicesync import with_generation
 from dra_driver.usage.model import card_uses, published_cards
-from dra_driver.usage.render import card_json, columns, cores_of_total, memory_of_total
+from dra_driver.usage.render import (
+    card_identity,
+    card_json,
+    columns,
+    cores_of_total,
+    memory_of_total,
+)
 
 GI = 2**30
 SLICES = [s for node in builtin_inventory("qgpu-runbook").nodes for s in node_slices(NAMES, node)]
@@ -72,3 +78,11 @@ def test_one_rendering_for_every_command() -> None:
     assert document["cores"] == {"used": "30", "total": "100"}
     assert columns([["A", "BB"], ["ccc", "d"]]) == ["A    BB", "ccc  d"]
     assert use.cores_free == Fraction(70)
+
+
+def test_card_identity_names_the_card_first_in_card_json() -> None:
+    """card_identity is the node, device and UUID, and card_json's document begins with them."""
+    use = card_uses(NAMES, SLICES, [])[0]
+    identity = card_identity(use.card)
+    assert identity == {"node": "node-1", "device": "gpu-0", "uuid": use.card.uuid}
+    assert list(card_json(use).items())[:3] == list(identity.items())
