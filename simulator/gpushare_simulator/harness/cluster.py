@@ -14,7 +14,6 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Final, Protocol, TypeVar
 
 from kubernetes import client
@@ -31,6 +30,7 @@ from gpushare_simulator.harness.controlplane import RealControlPlane
 from gpushare_simulator.harness.hollownode import HollowNode
 from gpushare_simulator.harness.kubeapply import Applier
 from gpushare_simulator.harness.kubebin import KUBELET, KubeBinaries
+from gpushare_simulator.harness.lifecycle import Lifecycle
 
 T = TypeVar("T")
 Object = dict[str, Any]
@@ -88,7 +88,7 @@ class _RealKubelet:
         self.node.complete_pod(self.api, namespace, name)
 
 
-class FakeCluster:
+class FakeCluster(Lifecycle):
     """Start with ``with FakeCluster(inventory, work_dir) as cluster:``; everything stops after."""
 
     def __init__(
@@ -122,19 +122,7 @@ class FakeCluster:
         self.kubelets: dict[str, NodeKubelet] = {}
         self.emulated: dict[str, Kubelet] = {}
         """The emulated kubelets, by node: they also show registered plugins and prepares."""
-        self._actors: list[Any] = []
-
-    def __enter__(self) -> FakeCluster:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+        self._actors: list[Lifecycle] = []
 
     @property
     def api(self) -> client.ApiClient:

@@ -25,7 +25,6 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Final, TypeAlias
 
 from kubernetes import client, config
@@ -50,6 +49,7 @@ from gpushare_simulator.harness._controlplane_setup import (
 )
 from gpushare_simulator.harness.hollownode import HollowNode
 from gpushare_simulator.harness.kubebin import KUBELET, KubeBinaries
+from gpushare_simulator.harness.lifecycle import Lifecycle
 from gpushare_simulator.harness.spawn import LoggedProcess
 
 __all__ = [
@@ -119,7 +119,7 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
-class RealControlPlane:
+class RealControlPlane(Lifecycle):
     """A real etcd, kube-apiserver, and where given kube-controller-manager and kube-scheduler.
 
     ``work_dir`` receives the PKI, etcd's data, the kubeconfig, one log per component
@@ -155,18 +155,6 @@ class RealControlPlane:
         self._components: dict[str, LoggedProcess] = {}
         self._etcd_cluster_flag = True
 
-    def __enter__(self) -> RealControlPlane:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
     @property
     def layout(self) -> Layout:
         """Ports and paths; available once started."""
@@ -198,11 +186,7 @@ class RealControlPlane:
         # Asked before the clock starts: it runs a binary, which is not start-up time.
         self._etcd_cluster_flag = _accepts(self.binaries.path("etcd"), "--initial-cluster")
         deadline = time.monotonic() + self.timeout_s
-        try:
-            self._start(deadline)
-        except BaseException:
-            self.stop()
-            raise
+        self._stop_on_failure(lambda: self._start(deadline))
 
     def _gates(self) -> dict[str, bool]:
         if self.version is None:

@@ -36,6 +36,7 @@ from gpushare_simulator.simulate.scenarios import (
     Idle,
     Scenario,
     Step,
+    describe,
 )
 from gpushare_simulator.simulate.stack import Stack
 
@@ -137,7 +138,7 @@ class _Run:
     def _step(self, step: Step, before: Snapshot | None) -> StepReport:
         refused: dict[str, str] = {}
         for action in step.actions:
-            self._progress(action.describe(self._manifest.source))
+            self._progress(describe(action, self._manifest.source))
             self._act(action, refused)
         self._acted = time.monotonic()
         facts = StepFacts(self._snapshot(), before, refused)
@@ -145,7 +146,7 @@ class _Run:
             self._progress("checking expectations")
             facts = self._until_checks_hold(step, facts)
         checks = tuple((check.describe(), tuple(check.failures(facts))) for check in step.checks)
-        actions = tuple(action.describe(self._manifest.source) for action in step.actions)
+        actions = tuple(describe(action, self._manifest.source) for action in step.actions)
         return StepReport(step.title, actions, facts.now, refused, checks)
 
     def _until_checks_hold(self, step: Step, facts: StepFacts) -> StepFacts:

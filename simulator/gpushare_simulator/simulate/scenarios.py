@@ -41,21 +41,12 @@ class Apply:
     step: str | None = None
     node: str | None = None
 
-    def describe(self, manifest: str) -> str:
-        """Say what is done, in one line."""
-        selector = f" -l step={self.step}" if self.step else ""
-        return f"kubectl apply -f {manifest}{selector}"
-
 
 @dataclasses.dataclass(frozen=True)
 class Complete:
     """The pods of a Job (``Job/<name>``) finish successfully, as the kubelet reports it."""
 
     owner: str
-
-    def describe(self, manifest: str) -> str:  # noqa: ARG002 - one signature for every action
-        """Say what is done, in one line."""
-        return f"{self.owner} completes: its pods exit 0"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,21 +55,12 @@ class Delete:
 
     owner: str
 
-    def describe(self, manifest: str) -> str:  # noqa: ARG002 - one signature for every action
-        """Say what is done, in one line."""
-        kind, _, name = self.owner.partition("/")
-        return f"kubectl delete {kind.lower()} {name}"
-
 
 @dataclasses.dataclass(frozen=True)
 class Busy:
     """A CUDA process in the pod launches kernels without pause (its region is created first)."""
 
     pod: str
-
-    def describe(self, manifest: str) -> str:  # noqa: ARG002 - one signature for every action
-        """Say what is done, in one line."""
-        return f"{self.pod}: a CUDA process launches kernels without pause"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,12 +69,25 @@ class Idle:
 
     pod: str
 
-    def describe(self, manifest: str) -> str:  # noqa: ARG002 - one signature for every action
-        """Say what is done, in one line."""
-        return f"{self.pod}: its CUDA process stops launching kernels"
-
 
 Action = Apply | Complete | Delete | Busy | Idle
+
+
+def describe(action: Action, manifest: str) -> str:
+    """Say what ``action`` does to the cluster applying ``manifest``, in one line."""
+    match action:
+        case Apply(step=step):
+            selector = f" -l step={step}" if step else ""
+            return f"kubectl apply -f {manifest}{selector}"
+        case Complete(owner=owner):
+            return f"{owner} completes: its pods exit 0"
+        case Delete(owner=owner):
+            kind, _, name = owner.partition("/")
+            return f"kubectl delete {kind.lower()} {name}"
+        case Busy(pod=pod):
+            return f"{pod}: a CUDA process launches kernels without pause"
+        case Idle(pod=pod):
+            return f"{pod}: its CUDA process stops launching kernels"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,7 +21,6 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Final
 
 from kubernetes import client
@@ -44,6 +43,7 @@ from gpushare_simulator.harness.certs import write_self_signed
 from gpushare_simulator.harness.cluster import FakeCluster
 from gpushare_simulator.harness.controlplane import ControlPlaneError
 from gpushare_simulator.harness.kubebin import CONTROLLER_MANAGER, KUBELET, SCHEDULER, KubeBinaries
+from gpushare_simulator.harness.lifecycle import Lifecycle
 
 Object = dict[str, Any]
 
@@ -98,7 +98,7 @@ def webhook_configurations(names: DriverNames, port: int, ca_bundle: bytes) -> l
     ]
 
 
-class Stack:
+class Stack(Lifecycle):
     """The whole simulated cluster; use ``with Stack(...) as stack:``."""
 
     def __init__(
@@ -132,18 +132,6 @@ class Stack:
         self._controller: Controller | None = None
         self._controller_client: client.ApiClient | None = None
 
-    def __enter__(self) -> Stack:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
     @property
     def cluster(self) -> FakeCluster:
         """The running harness."""
@@ -156,11 +144,7 @@ class Stack:
         if timeout is None:
             timeout = REAL_START_TIMEOUT_SECONDS if self._binaries else START_TIMEOUT_SECONDS
         deadline = time.monotonic() + timeout
-        try:
-            self._start(deadline)
-        except BaseException:
-            self.stop()
-            raise
+        self._stop_on_failure(lambda: self._start(deadline))
 
     def _start(self, deadline: float) -> None:
         self.work_dir = Path(tempfile.mkdtemp(prefix="gpushare-simulate-", dir="/tmp"))

@@ -22,6 +22,8 @@ from dra_driver.k8s.events import EventRecorder
 from dra_driver.k8s.informer import EventType, Informer, Object, object_key
 from dra_driver.k8s.reconcile import ReconcileLoop
 from dra_driver.structured.configshares import SCHEDULER_FINALIZER
+from gpushare_simulator.harness.lifecycle import Lifecycle
+from gpushare_simulator.harness.podstatus import patch_pod_status
 
 POD_CLAIM_NAME_ANNOTATION: Final = "resource.kubernetes.io/pod-claim-name"
 
@@ -29,7 +31,7 @@ Key = tuple[str, str, str]
 """("pod" | "claim", namespace, name)."""
 
 
-class ResourceClaimController:
+class ResourceClaimController(Lifecycle):
     """Emulates the kube-controller-manager resourceclaim controller on the harness."""
 
     def __init__(self, api_client: client.ApiClient) -> None:
@@ -107,17 +109,8 @@ class ResourceClaimController:
                 return
             statuses.append({"name": entry["name"], "resourceClaimName": claim_name})
             recorded.add(entry["name"])
-            patch = {
-                "metadata": {"resourceVersion": pod["metadata"]["resourceVersion"]},
-                "status": {"resourceClaimStatuses": statuses},
-            }
-            pod = raw.call(
-                self._core.patch_namespaced_pod_status,
-                name,
-                namespace,
-                patch,
-                _content_type=raw.MERGE_PATCH,
-            )
+            claims = {"resourceClaimStatuses": statuses}
+            pod = patch_pod_status(self._core, pod, claims, if_unchanged=True)
 
     def _generated_claim(self, pod: Object, entry: str) -> str | None:
         uid = objects.uid(pod)

@@ -30,6 +30,7 @@ from gpushare_simulator.harness.actors.cdiresolve import (
     resolve,
 )
 from gpushare_simulator.harness.actors.pluginwatcher import PluginWatcher
+from gpushare_simulator.harness.lifecycle import Lifecycle
 from gpushare_simulator.harness.podstatus import patch_pod_status
 
 _RETRY_SECONDS: Final = 0.5
@@ -45,7 +46,7 @@ class PreparedClaim:
     pods: set[str]
 
 
-class Kubelet:
+class Kubelet(Lifecycle):
     """Emulates one node's kubelet for DRA; tests read :attr:`containers` to see the edits."""
 
     def __init__(

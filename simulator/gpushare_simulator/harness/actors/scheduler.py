@@ -31,6 +31,7 @@ from gpushare_simulator.harness.actors.firstfit import (
     Unallocatable,
     allocate_on_node,
 )
+from gpushare_simulator.harness.lifecycle import Lifecycle
 from gpushare_simulator.harness.podstatus import patch_pod_status
 
 PodKey = tuple[str, str]
@@ -50,7 +51,7 @@ class _Cluster:
     state: AllocatedState
 
 
-class Scheduler:
+class Scheduler(Lifecycle):
     """Emulates kube-scheduler's DynamicResources plugin and binding on the harness."""
 
     def __init__(

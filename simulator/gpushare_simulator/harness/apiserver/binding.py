@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any, Final
 
 from gpushare_simulator.harness.apiserver import errors, strategies
-from gpushare_simulator.harness.apiserver.operations import MAX_ATTEMPTS, Result
+from gpushare_simulator.harness.apiserver.operations import Result
 from gpushare_simulator.harness.apiserver.resources import REGISTRY
-from gpushare_simulator.harness.apiserver.store import Store
+from gpushare_simulator.harness.apiserver.store import Store, guaranteed
 
 JSON = dict[str, Any]
 PODS: Final = REGISTRY.resolve("pods")
@@ -18,7 +18,8 @@ def bind(
 ) -> Result:
     """``pods/binding``: set ``spec.nodeName`` once, as the scheduler does."""
     meta, target = _binding(body, pod_name)
-    for _ in range(MAX_ATTEMPTS):
+
+    def attempt() -> Result | None:
         current = store.get(PODS, namespace, pod_name)
         if current is None:
             raise PODS.not_found(pod_name)
@@ -46,7 +47,9 @@ def bind(
         if dry_run or store.replace(PODS, pod, current.rv, remove=False) is not None:
             ok = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
             return Result(201, {**ok, "code": 201})
-    raise errors.internal(f"too many concurrent writes to pods {pod_name}")
+        return None
+
+    return guaranteed(attempt, f"pods {pod_name}")
 
 
 def _binding(body: object, pod_name: str) -> tuple[JSON, JSON]:

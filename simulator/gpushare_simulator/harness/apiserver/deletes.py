@@ -5,20 +5,29 @@ from __future__ import annotations
 from typing import Any, Final
 
 from gpushare_simulator.harness.apiserver import errors, strategies
-from gpushare_simulator.harness.apiserver.operations import (
-    NAMESPACES,
-    Result,
-    Writer,
-    success_status,
-)
+from gpushare_simulator.harness.apiserver.operations import NAMESPACES, Result, Writer
 from gpushare_simulator.harness.apiserver.resources import REGISTRY, ResourceType
 from gpushare_simulator.harness.apiserver.selectors import FieldSelector, LabelSelector
-from gpushare_simulator.harness.apiserver.store import Entry
+from gpushare_simulator.harness.apiserver.store import Entry, guaranteed
 from gpushare_simulator.harness.apiserver.webhook_match import Request
 
 JSON = dict[str, Any]
 IMMORTAL_NAMESPACES: Final = frozenset({"default", "kube-system", "kube-public"})
-MAX_ATTEMPTS: Final = 64
+
+
+def _success_status(rtype: ResourceType, name: str, uid: str) -> JSON:
+    """Return the ``Status`` a delete answers for kinds that do not return the deleted object."""
+    details: JSON = {"name": name}
+    if rtype.group:
+        details["group"] = rtype.group
+    details.update({"kind": rtype.plural, "uid": uid})
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    }
 
 
 class Deleter:
@@ -66,7 +75,8 @@ class Deleter:
         if rtype.key == "namespaces" and name in IMMORTAL_NAMESPACES:
             detail = "this namespace may not be deleted"
             raise errors.forbidden_request("", "namespaces", name, detail)
-        for _ in range(MAX_ATTEMPTS):
+
+        def attempt() -> Result | None:
             current = self.store.get(rtype, namespace, name)
             if current is None:
                 raise rtype.not_found(name)
@@ -79,21 +89,19 @@ class Deleter:
                 if marked and (rtype.key == "namespaces" or marked_grace <= grace):
                     return Result(200, current)
                 self._admit(rtype, namespace, current, options, dry_run=dry_run)
-                result = self._mark(rtype, current, grace, dry_run=dry_run)
-                if result is None:
-                    continue
-                return result
+                return self._mark(rtype, current, grace, dry_run=dry_run)
             self._admit(rtype, namespace, current, options, dry_run=dry_run)
             if dry_run:
                 return Result(200, current)
             entry = self.store.delete(rtype, (namespace, name), current.rv)
             if entry is None:
-                continue
+                return None
             self.writer.after_removal(rtype, entry)
             if rtype.delete_returns_object:
                 return Result(200, entry)
-            return Result(200, success_status(rtype, name, meta["uid"]))
-        raise errors.internal(f"too many concurrent writes to {rtype.key} {name}")
+            return Result(200, _success_status(rtype, name, meta["uid"]))
+
+        return guaranteed(attempt, f"{rtype.key} {name}")
 
     def _admit(
         self, rtype: ResourceType, namespace: str, current: Entry, options: JSON, *, dry_run: bool

@@ -6,7 +6,6 @@ import threading
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from kubernetes import client
@@ -19,12 +18,13 @@ from gpushare_simulator.harness.apiserver.faults import Faults
 from gpushare_simulator.harness.apiserver.reads import ListOptions, list_objects
 from gpushare_simulator.harness.apiserver.resources import REGISTRY, ResourceType
 from gpushare_simulator.harness.apiserver.server import ApiHTTPServer
+from gpushare_simulator.harness.lifecycle import Lifecycle
 
 JSON = dict[str, Any]
 _PATCH_TYPES = {"merge": patch.MERGE, "json": patch.JSON_PATCH, "strategic": patch.STRATEGIC}
 
 
-class FakeApiServer:
+class FakeApiServer(Lifecycle):
     """An in-process Kubernetes API server that the real ``kubernetes`` client talks to over HTTP.
 
     Serves core/v1 namespaces, nodes, pods (+status, +binding) and events; events.k8s.io/v1
@@ -73,18 +73,6 @@ class FakeApiServer:
         self._port = port
         self._httpd: ApiHTTPServer | None = None
         self._thread: threading.Thread | None = None
-
-    def __enter__(self) -> FakeApiServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def start(self) -> None:
         """Bind the port and serve on a background thread."""

@@ -8,22 +8,21 @@ resourceVersion precondition. No-op writes do not bump the resourceVersion.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
-from gpushare_simulator.harness.apiserver import errors, patch, rawext, strategies
+from gpushare_simulator.harness.apiserver import errors, patch, rawext, rawjson, strategies
 from gpushare_simulator.harness.apiserver.admission import Webhooks
 from gpushare_simulator.harness.apiserver.claim_status import IMMUTABLE
 from gpushare_simulator.harness.apiserver.rawext import EMPTY, Raws
 from gpushare_simulator.harness.apiserver.resources import REGISTRY, ResourceType
-from gpushare_simulator.harness.apiserver.store import Entry, Store
+from gpushare_simulator.harness.apiserver.store import Entry, Store, guaranteed
 from gpushare_simulator.harness.apiserver.validation import Admission
 from gpushare_simulator.harness.apiserver.webhook_match import Request
 
 JSON = dict[str, Any]
-MAX_ATTEMPTS: Final = 64
 NAMESPACES: Final = REGISTRY.resolve("namespaces")
 EMPTY_TEXTS: Final[Mapping[int, str]] = MappingProxyType({})
 
@@ -41,21 +40,6 @@ class Result:
         return (
             self.body.copy() if isinstance(self.body, Entry) else json.loads(json.dumps(self.body))
         )
-
-
-def success_status(rtype: ResourceType, name: str, uid: str) -> JSON:
-    """Return the ``Status`` a delete answers for kinds that do not return the deleted object."""
-    details: JSON = {"name": name}
-    if rtype.group:
-        details["group"] = rtype.group
-    details.update({"kind": rtype.plural, "uid": uid})
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Success",
-        "details": details,
-    }
 
 
 def _same(old: JSON, new: JSON) -> bool:
@@ -86,7 +70,7 @@ class Writer:
                 f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: '
                 "json: cannot unmarshal into Go value: the body must be a JSON object"
             )
-        obj: JSON = {k: strategies.strip_nulls(v) for k, v in body.items() if v is not None}
+        obj: JSON = {k: rawjson.strip_nulls(v) for k, v in body.items() if v is not None}
         kind, api_version = (
             obj.setdefault("kind", rtype.kind),
             obj.setdefault("apiVersion", rtype.api_version),
@@ -244,15 +228,8 @@ class Writer:
         obj = self._body(rtype, body, namespace)
         self._identity(obj, name)
         meta = obj["metadata"]
-        for _ in range(MAX_ATTEMPTS):
-            current = self.store.get(rtype, namespace, name)
-            if current is None:
-                if rtype.create_on_update and not subresource:
-                    return self.create(
-                        rtype, namespace, obj, dry_run=dry_run, field_validation=field_validation,
-                        raws=raws,
-                    )  # fmt: skip
-                raise rtype.not_found(name)
+
+        def revise(current: Entry) -> tuple[JSON, Raws]:
             stored = current.obj["metadata"]
             if meta.get("resourceVersion") and meta["resourceVersion"] != stored["resourceVersion"]:
                 raise rtype.conflict(name)
@@ -262,33 +239,54 @@ class Writer:
                     f"Precondition failed: UID in precondition: {meta['uid']}, "
                     f"UID in object meta: {stored['uid']}",
                 )
-            result = self._admit_and_commit(
-                rtype, current, obj, subresource, field_validation, dry_run=dry_run, raws=raws
-            )
-            if result is not None:
-                return result
-        raise errors.internal(f"too many concurrent writes to {rtype.key} {name}")
+            return obj, raws
 
-    def _admit_and_commit(
+        def missing() -> Result:
+            if not rtype.create_on_update or subresource:
+                raise rtype.not_found(name)
+            return self.create(
+                rtype, namespace, obj, dry_run=dry_run, field_validation=field_validation, raws=raws
+            )
+
+        return self._rewrite(
+            rtype, namespace, name, revise, missing=missing,
+            subresource=subresource, field_validation=field_validation, dry_run=dry_run,
+        )  # fmt: skip
+
+    def _rewrite(
         self,
         rtype: ResourceType,
-        current: Entry,
-        obj: JSON,
+        namespace: str,
+        name: str,
+        revise: Callable[[Entry], tuple[JSON, Raws]],
+        *,
+        missing: Callable[[], Result] | None = None,
         subresource: str,
         field_validation: str,
-        *,
         dry_run: bool,
-        raws: Raws,
-    ) -> Result | None:
-        """Mutate ``obj`` as an update of ``current`` and commit it; None on a lost race."""
-        new, hook_warnings = self._mutate(rtype, current, obj, subresource, dry_run=dry_run)
-        result = self.commit(
-            rtype, current, new, subresource=subresource,
-            field_validation=field_validation, dry_run=dry_run, raws=raws,
-        )  # fmt: skip
-        if result is not None:
-            result.warnings[:0] = hook_warnings
-        return result
+    ) -> Result:
+        """Write ``revise(stored)`` over the object, retried; ``missing`` answers if there is none.
+
+        ``revise`` raises where a precondition fails. Without ``missing``, no object is a 404.
+        """
+
+        def attempt() -> Result | None:
+            current = self.store.get(rtype, namespace, name)
+            if current is None:
+                if missing is None:
+                    raise rtype.not_found(name)
+                return missing()
+            obj, raws = revise(current)
+            new, hook_warnings = self._mutate(rtype, current, obj, subresource, dry_run=dry_run)
+            result = self.commit(
+                rtype, current, new, subresource=subresource,
+                field_validation=field_validation, dry_run=dry_run, raws=raws,
+            )  # fmt: skip
+            if result is not None:
+                result.warnings[:0] = hook_warnings
+            return result
+
+        return guaranteed(attempt, f"{rtype.key} {name}")
 
     def _mutate(
         self, rtype: ResourceType, current: Entry, obj: JSON, subresource: str, *, dry_run: bool
@@ -321,10 +319,8 @@ class Writer:
 
         ``op_texts`` are the texts of a JSON patch's operation values, by operation index.
         """
-        for _ in range(MAX_ATTEMPTS):
-            current = self.store.get(rtype, namespace, name)
-            if current is None:
-                raise rtype.not_found(name)
+
+        def revise(current: Entry) -> tuple[JSON, Raws]:
             patched, raws = self._apply(rtype, current, body, content_type, op_texts)
             obj = self._body(rtype, patched, namespace)
             self._identity(obj, name)
@@ -335,12 +331,12 @@ class Writer:
             if uid and uid != current.obj["metadata"]["uid"]:
                 # A patch names no precondition on the UID: it changes it, which is refused.
                 raise rtype.invalid(name, [errors.invalid("metadata.uid", uid, IMMUTABLE)])
-            result = self._admit_and_commit(
-                rtype, current, obj, subresource, field_validation, dry_run=dry_run, raws=raws
-            )
-            if result is not None:
-                return result
-        raise errors.internal(f"too many concurrent writes to {rtype.key} {name}")
+            return obj, raws
+
+        return self._rewrite(
+            rtype, namespace, name, revise,
+            subresource=subresource, field_validation=field_validation, dry_run=dry_run,
+        )  # fmt: skip
 
     def _apply(
         self,

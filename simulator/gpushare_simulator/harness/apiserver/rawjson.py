@@ -181,14 +181,15 @@ def canonical(value: object) -> str:
     The fake strips ``null`` members while decoding a body (Go's typed decoding drops them), so
     a kept text that parses to a value with nulls still stands for the stripped value.
     """
-    return json.dumps(_without_nulls(value), sort_keys=True, separators=(",", ":"))
+    return json.dumps(strip_nulls(value), sort_keys=True, separators=(",", ":"))
 
 
-def _without_nulls(value: object) -> object:
+def strip_nulls(value: object) -> object:
+    """Return a copy without JSON ``null`` object members (Go decodes them as absent)."""
     if isinstance(value, dict):
-        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+        return {k: strip_nulls(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):
-        return [_without_nulls(v) for v in value]
+        return [strip_nulls(item) for item in value]
     return value
 
 

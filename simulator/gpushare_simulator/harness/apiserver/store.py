@@ -2,16 +2,18 @@
 
 Stored objects are immutable once committed (readers share them without copying); every write
 commits a fresh dict. One lock guards everything; each resource has a condition variable on
-that lock so watchers sleep until their resource changes.
+that lock so watchers sleep until their resource changes. A write that loses its
+compare-and-swap to a concurrent one is retried by :func:`guaranteed`.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections import deque
-from collections.abc import Iterable
-from typing import Any, Final
+from collections.abc import Callable, Iterable
+from typing import Any, Final, TypeVar
 
 from gpushare_simulator.harness.apiserver import errors, rawext
 from gpushare_simulator.harness.apiserver.rawext import EMPTY, Raws
@@ -19,6 +21,8 @@ from gpushare_simulator.harness.apiserver.resources import ResourceType
 
 JSON = dict[str, Any]
 Key = tuple[str, str]
+T = TypeVar("T")
+_MAX_ATTEMPTS: Final = 64
 _DUMPS: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
@@ -117,6 +121,19 @@ class Bucket:
         self._sorted = None
 
 
+def guaranteed(attempt: Callable[[], T | None], what: str) -> T:
+    """Run ``attempt`` until it answers; ``None`` from it is a write lost to a concurrent one.
+
+    The server's ``GuaranteedUpdate``: a request without a resourceVersion precondition is
+    retried on the fresh object, a bounded number of times.
+    """
+    for _ in range(_MAX_ATTEMPTS):
+        result = attempt()
+        if result is not None:
+            return result
+    raise errors.internal(f"too many concurrent writes to {what}")
+
+
 def key_of(obj: JSON) -> Key:
     """``(namespace, name)`` of an object."""
     meta = obj.get("metadata") or {}
@@ -189,15 +206,40 @@ class Store:
         With ``remove`` the object is deleted instead (its last finalizer went while it was being
         deleted): watchers see only the DELETED event, carrying this final state.
         """
-        key = key_of(obj)
+
+        def stamped(_: Entry, rv: int) -> Entry:
+            obj["metadata"]["resourceVersion"] = str(rv)
+            return Entry(rtype, obj, raws)
+
+        return self._swap(rtype, key_of(obj), expected_rv, stamped, remove=remove)
+
+    def delete(self, rtype: ResourceType, key: Key, expected_rv: int) -> Entry | None:
+        """Remove an object still at ``expected_rv``; return its last state (at the new rv)."""
+        return self._swap(rtype, key, expected_rv, functools.partial(with_rv, rtype), remove=True)
+
+    def _swap(
+        self,
+        rtype: ResourceType,
+        key: Key,
+        expected_rv: int,
+        successor: Callable[[Entry, int], Entry],
+        *,
+        remove: bool,
+    ) -> Entry | None:
+        """Commit ``successor(current, new rv)`` if the object is still at ``expected_rv``.
+
+        ``None`` when it moved on (a lost race); a vanished object is a 404. With ``remove``
+        the successor is the object's last state, and the object goes.
+        """
         with self.lock:
             bucket = self.buckets[rtype.key]
-            current = self._current_at(bucket, rtype, key, expected_rv)
+            current = bucket.objects.get(key)
             if current is None:
+                raise rtype.not_found(key[1])
+            if current.rv != expected_rv:
                 return None
             self._rv += 1
-            obj["metadata"]["resourceVersion"] = str(self._rv)
-            entry = Entry(rtype, obj, raws)
+            entry = successor(current, self._rv)
             if remove:
                 del bucket.objects[key]
                 bucket.invalidate()
@@ -205,33 +247,6 @@ class Store:
             else:
                 bucket.objects[key] = entry
                 self._commit(bucket, "MODIFIED", entry, current)
-            return entry
-
-    @staticmethod
-    def _current_at(
-        bucket: Bucket, rtype: ResourceType, key: Key, expected_rv: int
-    ) -> Entry | None:
-        """Return the stored entry if still at ``expected_rv``; ``None`` if it moved on.
-
-        Call with the lock held. A vanished object is a 404, not a lost race.
-        """
-        current: Entry | None = bucket.objects.get(key)
-        if current is None:
-            raise rtype.not_found(key[1])
-        return current if current.rv == expected_rv else None
-
-    def delete(self, rtype: ResourceType, key: Key, expected_rv: int) -> Entry | None:
-        """Remove an object still at ``expected_rv``; return its last state (at the new rv)."""
-        with self.lock:
-            bucket = self.buckets[rtype.key]
-            current = self._current_at(bucket, rtype, key, expected_rv)
-            if current is None:
-                return None
-            self._rv += 1
-            entry = with_rv(rtype, current, self._rv)
-            del bucket.objects[key]
-            bucket.invalidate()
-            self._commit(bucket, "DELETED", entry, current)
             return entry
 
     def events_after(

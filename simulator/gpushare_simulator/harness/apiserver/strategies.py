@@ -40,15 +40,6 @@ def generate_name(prefix: str) -> str:
     return prefix + "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
 
 
-def strip_nulls(value: object) -> object:
-    """Return a copy without JSON ``null`` object members (Go decodes them as absent)."""
-    if isinstance(value, dict):
-        return {k: strip_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [strip_nulls(item) for item in value]
-    return value
-
-
 def prepare_create(rtype: ResourceType, obj: JSON, *, keep_status: bool = False) -> None:
     """Stamp system metadata, reset status where the strategy does, and apply defaults."""
     meta = obj["metadata"]
