@@ -48,6 +48,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from dra_driver.k8s import objects
+
 sys.path.insert(0, str(Path(__file__).resolve().parent / "bench"))
 
 from benchlib import emit, latency_summary, machine
@@ -276,7 +278,7 @@ class LoadRun:
                 "name": name,
                 "gates": [g["name"] for g in pod["spec"].get("schedulingGates") or []],
                 "node": pod["spec"].get("nodeName"),
-                "phase": (pod.get("status") or {}).get("phase"),
+                "phase": objects.status(pod).get("phase"),
                 "last_event": f"{last.get('reason')}: {last.get('message')}" if last else None,
             })  # fmt: skip
         return {"count": len(names), "pods": pods, **self._controller_state(controller)}

@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 from dra_driver.api import Backend, DriverNames
 from dra_driver.controller.commits import Commits
@@ -39,13 +39,13 @@ from dra_driver.engine import (
 from dra_driver.k8s import objects
 from dra_driver.k8s.events import EventSink, EventType
 from dra_driver.k8s.informer import object_key
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.reconcile import Requeue
 from dra_driver.k8s.scheduling import node_selector_matches, pinned_node
 from dra_driver.k8s.timestamps import epoch_seconds, rfc3339
 from dra_driver.logging import bound, get_logger
 from dra_driver.structured.configshares import SCHEDULER_FINALIZER
 
-Object = dict[str, Any]
 PodKey = tuple[str, str]
 CATCH_UP: Final[PodKey] = ("", "")
 """Not a pod (no pod has an empty name): the key that catches the snapshot up."""
@@ -167,7 +167,7 @@ class Allocator:
             self._refuse(pod, f"waiting for DeviceClass {', '.join(missing)} to exist")
             raise Requeue(_UNPLACEABLE_RETRY_SECONDS, "missing DeviceClass")
         ours = [c for c in claims if uses_driver(c, classes, self._names.driver)]
-        pending = [c for c in ours if not (c.get("status") or {}).get("allocation")]
+        pending = [c for c in ours if not objects.status(c).get("allocation")]
         if any(objects.is_deleting(c) for c in pending):
             self._refuse(pod, "a claim of the pod is being deleted")
             return
@@ -175,7 +175,7 @@ class Allocator:
             pinned = [
                 allocation["nodeSelector"]
                 for c in claims
-                if (allocation := (c.get("status") or {}).get("allocation"))
+                if (allocation := objects.status(c).get("allocation"))
                 and allocation.get("nodeSelector")
             ]
             started = time.perf_counter()
@@ -208,7 +208,7 @@ class Allocator:
         if node is not None:  # the next decision counts the pod there before it is bound
             self._view.usage.assume(pod, node)
         self._last_reason.pop(_pod_key(pod), None)
-        created = (pod.get("metadata") or {}).get("creationTimestamp")
+        created = objects.metadata(pod).get("creationTimestamp")
         if created:
             self._metrics.allocation_latency_seconds.observe(
                 max(0.0, self._clock() - epoch_seconds(created))
@@ -271,7 +271,7 @@ class Allocator:
         """
         gate = self._names.scheduling_gate
         namespace = claim["metadata"]["namespace"]
-        for reference in (claim.get("status") or {}).get("reservedFor") or []:
+        for reference in objects.status(claim).get("reservedFor") or []:
             pod = self._view.pods.get(namespace, str(reference.get("name")))
             if pod is None or objects.uid(pod) != reference.get("uid"):
                 return True  # a pod this cache does not know yet: assume it runs
@@ -315,7 +315,7 @@ class Allocator:
         selectors = [
             allocation["nodeSelector"]
             for c in claims
-            if (allocation := (c.get("status") or {}).get("allocation"))
+            if (allocation := objects.status(c).get("allocation"))
             and allocation.get("nodeSelector")
         ]
         return not selectors or any(
@@ -351,7 +351,7 @@ class Allocator:
         for claim in ours:
             if any(objects.uid(other) != uid for other in self._view.pods_using(claim)):
                 continue
-            status = claim.get("status") or {}
+            status = objects.status(claim)
             finalizers = claim["metadata"].get("finalizers") or []
             reserved = {str(r.get("uid")) for r in status.get("reservedFor") or []}
             if (

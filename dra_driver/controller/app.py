@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from typing import Any, Final
+from typing import Final
 
 from kubernetes import client
 from prometheus_client import CollectorRegistry
@@ -29,11 +29,11 @@ from dra_driver.k8s.client import timeouts_of
 from dra_driver.k8s.events import EventRecorder, EventSender
 from dra_driver.k8s.informer import EventType, object_key
 from dra_driver.k8s.leader import LeaderElectionSettings, LeaderElector
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.reconcile import ReconcileLoop
 from dra_driver.logging import carry, get_logger
 from dra_driver.metrics.watchdog import Watched, register_silence
 
-Object = dict[str, Any]
 Key = tuple[str, str]
 
 log = get_logger(__name__)
@@ -236,7 +236,7 @@ class Controller:
             owner = objects.controller_reference(obj)
             if owner is not None and owner.get("kind") == "Pod":
                 self._allocations.queue.add((obj["metadata"]["namespace"], owner["name"]))
-            if kind == "DELETED" or not (obj.get("status") or {}).get("allocation"):
+            if kind == "DELETED" or not objects.status(obj).get("allocation"):
                 self._enqueue_gated_pods()  # capacity may have been freed
         else:
             self._enqueue_gated_pods()

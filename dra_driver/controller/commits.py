@@ -26,14 +26,13 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from typing import Any, Final
+from typing import Final
 
 from dra_driver.api import DriverNames
 from dra_driver.controller.writes import ClaimWriter, allocation_key
 from dra_driver.k8s import objects
+from dra_driver.k8s.objects import Object
 from dra_driver.structured.configshares import SCHEDULER_FINALIZER
-
-Object = dict[str, Any]
 
 _KEPT: Final = 65_536
 """Allocations remembered as written or checked; the oldest go first (long ungated)."""
@@ -79,7 +78,7 @@ class Commits:
         return [claim for claim in claims if self._unchecked(claim)]
 
     def _unchecked(self, claim: Object) -> bool:
-        status = claim.get("status") or {}
+        status = objects.status(claim)
         allocation = status.get("allocation")
         finalizers = claim["metadata"].get("finalizers") or []
         if not allocation or SCHEDULER_FINALIZER in finalizers:
@@ -117,5 +116,5 @@ def _remember(kept: OrderedDict[tuple[str, str], None], key: tuple[str, str]) ->
 
 def _key(claim: Object) -> tuple[str, str]:
     """Identify one allocation of one claim: a claim released and allocated again is new."""
-    allocation = (claim.get("status") or {}).get("allocation")
+    allocation = objects.status(claim).get("allocation")
     return objects.uid(claim), allocation_key(allocation)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 from collections.abc import Callable, Iterator
-from typing import Any, Final
+from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -16,11 +16,11 @@ from prometheus_client.registry import Collector
 
 from dra_driver.engine import Device, Snapshot
 from dra_driver.k8s import objects
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.timestamps import epoch_seconds
 
 _PREFIX: Final = "gpushare_controller"
 
-Object = dict[str, Any]
 _LATENCY_BUCKETS: Final = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
@@ -137,7 +137,7 @@ class GatedCollector(Collector):
             epoch_seconds(str(pod["metadata"]["creationTimestamp"]))
             for pod in self._pods()
             if objects.has_scheduling_gate(pod, self._gate)
-            and (pod.get("metadata") or {}).get("creationTimestamp")
+            and objects.metadata(pod).get("creationTimestamp")
         ]
         yield GaugeMetricFamily(
             f"{_PREFIX}_gated_pods",

@@ -11,18 +11,18 @@ pass.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from dra_driver.api import DriverNames
 from dra_driver.controller.metrics import ControllerMetrics
 from dra_driver.controller.view import ClusterView, pods_referring
 from dra_driver.controller.writes import ClaimWriter
 from dra_driver.k8s import objects
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.reconcile import Requeue
 from dra_driver.logging import bound, get_logger
 from dra_driver.structured.configshares import SCHEDULER_FINALIZER
 
-Object = dict[str, Any]
 ClaimKey = tuple[str, str]
 
 log = get_logger(__name__)
@@ -56,7 +56,7 @@ class Releaser:
             # the finalizer without the allocation, which is no stray finalizer.
             raise Requeue(_WRITING_POLL_SECONDS, "the allocator is writing the claim")
         finalizers = claim["metadata"].get("finalizers") or []
-        status = claim.get("status") or {}
+        status = objects.status(claim)
         committed = self._names.finalizer in finalizers
         if not (committed or self._tentative(claim, finalizers)):
             return
@@ -87,7 +87,7 @@ class Releaser:
 
     def _tentative(self, claim: Object, finalizers: list[str]) -> bool:
         """Allocated by us but not committed: our driver's results, nobody's finalizer."""
-        allocation = (claim.get("status") or {}).get("allocation") or {}
+        allocation = objects.status(claim).get("allocation") or {}
         results = (allocation.get("devices") or {}).get("results") or []
         return SCHEDULER_FINALIZER not in finalizers and any(
             result.get("driver") == self._names.driver for result in results
@@ -102,7 +102,7 @@ class Releaser:
         read from the API server, which has the last word before a release.
         """
         namespace = claim["metadata"]["namespace"]
-        for reference in (claim.get("status") or {}).get("reservedFor") or []:
+        for reference in objects.status(claim).get("reservedFor") or []:
             if reference.get("resource") != "pods":
                 return True  # not ours to judge
             name, uid = str(reference.get("name")), str(reference.get("uid"))

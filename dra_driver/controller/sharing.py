@@ -17,15 +17,13 @@ any moment), or when the claim is reserved for it.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any
 
 from dra_driver.api import Backend, DriverNames
 from dra_driver.api.errors import quote
 from dra_driver.controller.view import pods_referring
 from dra_driver.k8s import objects
+from dra_driver.k8s.objects import Object
 from dra_driver.structured.config import chosen_backend
-
-Object = dict[str, Any]
 
 
 def claim_in_use(
@@ -77,7 +75,7 @@ def _users(
         and (objects.uid(other) in ungated or not objects.has_scheduling_gate(other, gate))
     }
     finished = {objects.uid(other) for other in pods if objects.is_terminal(other)}
-    for reference in (claim.get("status") or {}).get("reservedFor") or []:
+    for reference in objects.status(claim).get("reservedFor") or []:
         reserved = str(reference.get("uid") or "")
         if reference.get("resource") == "pods" and reserved not in (uid, *finished):
             users.setdefault(reserved, str(reference.get("name") or reserved))

@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from dra_driver.k8s import objects
 from dra_driver.k8s.compact import SHARED_PARTS, SharedParts, compact, pick
-
-Object = dict[str, Any]
+from dra_driver.k8s.objects import Object
 
 # No resourceVersion: nothing reads a pod's or a node's, and without it an update that changes
 # nothing kept (a heartbeat, container statuses) leaves the slim object equal, so the informer
@@ -96,7 +96,7 @@ class Slimmer:
         A bound pod is never placed again: only what other pods' placement and the node's
         fit read of it is kept (not its tolerations, node selector or spread constraints).
         """
-        spec = pod.get("spec") or {}
+        spec = objects.spec(pod)
         kept = pick(spec, _BOUND_POD_SPEC if spec.get("nodeName") else _POD_SPEC)
         for key in ("containers", "initContainers"):
             if isinstance(spec.get(key), list):
@@ -134,7 +134,7 @@ class Slimmer:
             claim = {**claim, "metadata": without}
         slim: Object = compact(claim)
         self._share(slim, "spec")
-        allocation = (slim.get("status") or {}).get("allocation")
+        allocation = objects.status(slim).get("allocation")
         self._share(allocation, "nodeSelector")
         devices = allocation.get("devices") if isinstance(allocation, dict) else None
         self._share(devices, "config")

@@ -25,11 +25,11 @@ from dra_driver.k8s import objects
 from dra_driver.k8s.compact import compact
 from dra_driver.k8s.informer import EventType, Informer
 from dra_driver.k8s.informergroup import InformerGroup
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.podaffinity import Placement, relevant
 from dra_driver.k8s.podfit import NodeUsage, demand
 from dra_driver.k8s.versions import FirstServed
 
-Object = dict[str, Any]
 Listener = Callable[[str, EventType, Object], None]
 """Called with the informer name ("pods", "claims", "slices", "classes", "nodes",
 "taintrules")."""
@@ -251,7 +251,7 @@ def pods_referring(pods: Iterable[Object], claim: Object) -> Iterable[Object]:
     """Return the pods among ``pods`` that reference ``claim`` and may still run."""
     namespace, name = _key(claim)
     for pod in pods:
-        if (pod.get("metadata") or {}).get("namespace") != namespace:
+        if objects.metadata(pod).get("namespace") != namespace:
             continue
         if objects.is_terminal(pod):
             continue
@@ -260,5 +260,5 @@ def pods_referring(pods: Iterable[Object], claim: Object) -> Iterable[Object]:
 
 
 def _key(obj: Object) -> tuple[str, str]:
-    metadata = obj.get("metadata") or {}
+    metadata = objects.metadata(obj)
     return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")

@@ -46,9 +46,8 @@ from dra_driver.k8s.errors import (
     RetryableError,
 )
 from dra_driver.k8s.informer import object_key
+from dra_driver.k8s.objects import Object
 from dra_driver.logging import get_logger
-
-Object = dict[str, Any]
 
 log = get_logger(__name__)
 
@@ -78,7 +77,7 @@ def _allocated(allocation: Object, reserved_for: list[Object]) -> Object:
 
 
 def _allocation(claim: Object) -> Object | None:
-    allocation: Object | None = (claim.get("status") or {}).get("allocation")
+    allocation: Object | None = objects.status(claim).get("allocation")
     return allocation
 
 

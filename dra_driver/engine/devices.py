@@ -13,11 +13,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from dra_driver.engine.load import Model, Models
+from dra_driver.k8s.objects import Object
 from dra_driver.structured import cel
 from dra_driver.structured.allocated import DeviceId
 from dra_driver.structured.consumable import Capacity, parse_capacities
-
-Object = dict[str, Any]
 
 MALFORMED = (TypeError, ValueError, KeyError, AttributeError)
 """What reading a malformed object raises; such an object is skipped, never fatal."""

@@ -18,6 +18,7 @@ from dra_driver.engine.load import Model
 from dra_driver.engine.requests import Alternative
 from dra_driver.engine.scoring import free_fraction
 from dra_driver.engine.snapshot import Snapshot
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.scheduling import tolerates
 from dra_driver.structured import cel
 from dra_driver.structured.allocated import DeviceId
@@ -28,8 +29,6 @@ from dra_driver.structured.consumable import (
     consumed_capacity,
     format_consumed,
 )
-
-Object = dict[str, Any]
 
 _BLOCKING_TAINT_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
 _SELECTORS_REMEMBERED: Final = 256

@@ -17,8 +17,7 @@ from dra_driver.engine.matching import Pick
 from dra_driver.engine.requests import ClaimRefused, ClaimSpec, claim_key, parse_claim
 from dra_driver.engine.scan import NodeFit, NodeKey, Scan
 from dra_driver.engine.snapshot import Snapshot
-
-Object = dict[str, Any]
+from dra_driver.k8s.objects import Object
 
 
 def node_selector(node: str) -> Object:

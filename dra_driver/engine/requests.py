@@ -17,6 +17,8 @@ from dra_driver.api import (
     EffectiveConfig,
     Isolation,
 )
+from dra_driver.k8s import objects
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.quantity import QuantityError, parse_quantity
 from dra_driver.structured import cel
 from dra_driver.structured.classes import (
@@ -27,9 +29,6 @@ from dra_driver.structured.classes import (
 )
 from dra_driver.structured.config import applies_to, share_config
 from dra_driver.structured.configshares import config_amounts
-
-Object = dict[str, Any]
-
 
 MAX_RESULTS: Final = 32
 """The most devices one claim's allocation may list (the API server refuses more)."""
@@ -105,7 +104,7 @@ class ClaimSpec:
 
 def claim_key(claim: Mapping[str, Any]) -> str:
     """Return ``namespace/name`` of a claim."""
-    metadata = claim.get("metadata") or {}
+    metadata = objects.metadata(claim)
     return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
 
 
@@ -174,7 +173,7 @@ def _alternative(
     tolerations = tuple(entry.get("tolerations") or ())
     if not all(isinstance(t, dict) for t in tolerations):
         raise ClaimRefused(f"{where}.tolerations: each entry must be an object")
-    class_spec = device_class.get("spec") or {}
+    class_spec = objects.spec(device_class)
     class_config = tuple(
         {"source": "FromClass", "requests": [result_name], **config}
         for config in class_spec.get("config") or []
@@ -225,7 +224,7 @@ def parse_claim(
     claim: Mapping[str, Any], names: DriverNames, classes: Mapping[str, Object]
 ) -> ClaimSpec:
     """Parse and check one claim; raise :class:`ClaimRefused` naming the field at fault."""
-    devices = (claim.get("spec") or {}).get("devices") or {}
+    devices = objects.spec(claim).get("devices") or {}
     claim_config = tuple(devices.get("config") or ())
     requests = []
     for index, request in enumerate(devices.get("requests") or []):
@@ -289,7 +288,7 @@ def parse_claim(
                 distinct=bool(entry.get("distinctAttribute")),
             )
         )
-    metadata = claim.get("metadata") or {}
+    metadata = objects.metadata(claim)
     return ClaimSpec(
         key=claim_key(claim),
         uid=str(metadata.get("uid", "")),

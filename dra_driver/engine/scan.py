@@ -26,9 +26,10 @@ from dra_driver.engine.matching import Matcher, Pick
 from dra_driver.engine.requests import Alternative, ClaimSpec
 from dra_driver.engine.search import NodeSearch
 from dra_driver.engine.snapshot import Snapshot
+from dra_driver.k8s import objects
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.scheduling import node_selector_matches, node_unfit_reason
 
-Object = dict[str, Any]
 NodeKey = tuple[tuple[int, ...], Fraction, str]
 Near = tuple[float, Device, dict[str, Fraction] | None]
 """The closest card to a request that fits nowhere: how close, the card, its free capacity."""
@@ -81,7 +82,7 @@ class Scan:
         self._pinned = pinned
         self._budget = budget
         self._failed: dict[str, Failure] = {}
-        spec = self._pod.get("spec") or {}
+        spec = objects.spec(self._pod)
         signature = json.dumps(
             {
                 "claims": [claim.get("spec") for claim in claims],

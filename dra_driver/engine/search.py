@@ -33,8 +33,6 @@ from dra_driver.engine.snapshot import Snapshot
 from dra_driver.engine.tentative import Tentative
 from dra_driver.structured.consumable import CapacityRejected
 
-Object = dict[str, Any]
-
 
 class NodeSearch:
     """Searches one node; :attr:`failures` explains a request that found nothing."""

@@ -16,13 +16,13 @@ from typing import Any
 from dra_driver.api import ConfigError, DriverNames, Priority
 from dra_driver.engine.devices import MALFORMED, Device, read_devices
 from dra_driver.engine.load import Load
+from dra_driver.k8s import objects
+from dra_driver.k8s.objects import Object
 from dra_driver.structured.allocated import AllocatedState, DeviceId
 from dra_driver.structured.config import share_config
 from dra_driver.structured.configshares import counted_claim
 from dra_driver.structured.consumable import Capacity
 from dra_driver.structured.taintrules import rule_taints, with_rule_taints
-
-Object = dict[str, Any]
 
 
 @dataclasses.dataclass
@@ -119,8 +119,8 @@ class Snapshot:
         :meth:`build` is never counted twice.
         """
         try:
-            uid = str((claim.get("metadata") or {}).get("uid") or "")
-            allocated = bool((claim.get("status") or {}).get("allocation"))
+            uid = str(objects.metadata(claim).get("uid") or "")
+            allocated = bool(objects.status(claim).get("allocation"))
         except MALFORMED as exc:
             self.problems.append(f"a claim: {exc!s}; not counted")
             return
@@ -190,7 +190,7 @@ class Snapshot:
 
 
 def _name_of(claim: Object) -> tuple[str, str]:
-    metadata = claim.get("metadata") or {}
+    metadata = objects.metadata(claim)
     return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
 
 

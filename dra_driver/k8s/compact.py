@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-Object = dict[str, Any]
+from dra_driver.k8s.objects import Object
 
 SHARED_PARTS: Final = 4096
 """Distinct shared parts remembered; past it the table starts over (sharing, not caching)."""

@@ -10,7 +10,7 @@ from typing import Any, Final, Literal, Protocol
 
 from kubernetes import client
 
-from dra_driver.k8s import raw
+from dra_driver.k8s import objects, raw
 from dra_driver.k8s.errors import ApiError
 from dra_driver.k8s.timestamps import rfc3339
 from dra_driver.logging import carry, get_logger
@@ -52,7 +52,7 @@ class EventRecorder:
         self, obj: dict[str, Any], event_type: EventType, reason: str, message: str
     ) -> dict[str, Any]:
         """Return the Event about ``obj``, stamped now."""
-        metadata = obj.get("metadata") or {}
+        metadata = objects.metadata(obj)
         now = rfc3339()
         return {
             "apiVersion": "v1",

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Final, Literal, Protocol
 
+from dra_driver.k8s import objects
 from dra_driver.k8s.client import client_of, forget_connections, timeouts_of
 from dra_driver.k8s.errors import (
     ApiError,
@@ -29,12 +30,12 @@ from dra_driver.k8s.errors import (
     from_exception,
     translate_errors,
 )
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.settings import ApiTimeouts
 from dra_driver.logging import carry, get_logger
 from dra_driver.metrics.watchdog import Heartbeat, stall_reason
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
-Object = dict[str, Any]
 Handler = Callable[[EventType, Object], None]
 ObjectKey = tuple[str, str]
 """(namespace, name); namespace is "" for cluster-scoped objects."""
@@ -65,7 +66,7 @@ class _Response(Protocol):
 
 def object_key(obj: Object) -> ObjectKey:
     """Return the cache key of a raw object."""
-    metadata = obj.get("metadata") or {}
+    metadata = objects.metadata(obj)
     return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
 
 
@@ -280,7 +281,7 @@ class Informer:
             for item in body.get("items") or []:
                 kept = self._transform(item) if self._transform is not None else item
                 fresh[object_key(kept)] = kept
-            token = str((body.get("metadata") or {}).get("continue") or "")
+            token = str(objects.metadata(body).get("continue") or "")
             if not token:
                 break
             self._heartbeat.beat("listing")

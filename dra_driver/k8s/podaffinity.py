@@ -20,16 +20,14 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from dra_driver.k8s import objects
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.scheduling import (
     label_selector_matches,
     node_affinity_matches,
     untolerated_taint,
 )
-
-Object = dict[str, Any]
 
 AFFINITY_REASON = "node(s) didn't match pod affinity rules"
 ANTI_AFFINITY_REASON = "node(s) didn't match pod anti-affinity rules"
@@ -48,7 +46,7 @@ class _Bound:
 
 def required_terms(pod: Object, kind: str) -> list[Object]:
     """Return the pod's required ``podAffinity`` or ``podAntiAffinity`` terms."""
-    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get(kind) or {}
+    affinity = (objects.spec(pod).get("affinity") or {}).get(kind) or {}
     return list(affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or [])
 
 
@@ -56,7 +54,7 @@ def spread_constraints(pod: Object) -> list[Object]:
     """Return the pod's topology spread constraints that forbid, not merely prefer."""
     return [
         c
-        for c in (pod.get("spec") or {}).get("topologySpreadConstraints") or []
+        for c in objects.spec(pod).get("topologySpreadConstraints") or []
         if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"
     ]
 
@@ -80,7 +78,7 @@ class Placement:
         self._bound = [
             _Bound(p, self._nodes[name])
             for p in pods
-            if (name := str((p.get("spec") or {}).get("nodeName") or "")) in self._nodes
+            if (name := str(objects.spec(p).get("nodeName") or "")) in self._nodes
             and not objects.is_terminal(p)
             and objects.uid(p) != objects.uid(pod)
         ]
@@ -187,8 +185,8 @@ def _same_domain(term: Object, node: Object, labels: Mapping[str, str]) -> bool:
 
 
 def _labels(obj: Object) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("labels") or {})
+    return dict(objects.metadata(obj).get("labels") or {})
 
 
 def _namespace(pod: Object) -> str:
-    return str((pod.get("metadata") or {}).get("namespace") or "default")
+    return str(objects.metadata(pod).get("namespace") or "default")

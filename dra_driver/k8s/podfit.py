@@ -19,10 +19,10 @@ from fractions import Fraction
 from typing import Any
 
 from dra_driver.k8s import objects
+from dra_driver.k8s.objects import ObjectView
 from dra_driver.k8s.podaffinity import required_terms
 from dra_driver.k8s.quantity import QuantityError, parse_quantity
 
-Object = Mapping[str, Any]
 Port = tuple[str, str, int]
 """``(protocol, hostIP, hostPort)``; an empty or ``0.0.0.0`` address means every address."""
 
@@ -38,7 +38,7 @@ class Demand:
     ports: frozenset[Port]
 
 
-def demand(pod: Object) -> Demand:
+def demand(pod: ObjectView) -> Demand:
     """Return a pod's requests as kube-scheduler sums them, and its host ports.
 
     Containers add up; a sidecar (an init container with ``restartPolicy: Always``) runs
@@ -46,7 +46,7 @@ def demand(pod: Object) -> Demand:
     before it), so only the largest such moment counts. Pod overhead comes on top, and
     pod-level ``resources.requests`` replace the containers' sum for what they name.
     """
-    spec = pod.get("spec") or {}
+    spec = objects.spec(pod)
     total: dict[str, Fraction] = {}
     for container in spec.get("containers") or []:
         _add(total, _requests(container))
@@ -75,14 +75,14 @@ def demand(pod: Object) -> Demand:
 
 
 def unfit(
-    need: Demand, node: Object, used: Mapping[str, Fraction], pods: int, ports: Iterable[Port]
+    need: Demand, node: ObjectView, used: Mapping[str, Fraction], pods: int, ports: Iterable[Port]
 ) -> str | None:
     """Return why a pod needing ``need`` does not fit ``node`` beside what is used, or ``None``.
 
     ``used`` are the requests of the node's pods, ``pods`` their number and ``ports`` their
     host ports. A node that reports no ``status.allocatable`` is not judged.
     """
-    allocatable = (node.get("status") or {}).get("allocatable")
+    allocatable = objects.status(node).get("allocatable")
     if not isinstance(allocatable, Mapping):
         return None
     free = _quantities(allocatable)
@@ -124,7 +124,7 @@ class NodeUsage:
 
     def update(self, pod: dict[str, Any], *, deleted: bool = False) -> None:
         """Count the pod as it is now: bound (or assumed) and unfinished, or not at all."""
-        uid, bound = objects.uid(pod), str((pod.get("spec") or {}).get("nodeName") or "")
+        uid, bound = objects.uid(pod), str(objects.spec(pod).get("nodeName") or "")
         ended = deleted or objects.is_terminal(pod)
         with self._lock:
             assumed = self._assumed.get(uid, "")
@@ -149,9 +149,9 @@ class NodeUsage:
         with self._lock:
             return list(self._holders.values())
 
-    def unfit(self, need: Demand, node: Object) -> str | None:
+    def unfit(self, need: Demand, node: ObjectView) -> str | None:
         """Return why ``need`` does not fit beside this node's pods, or ``None``."""
-        name = str((node.get("metadata") or {}).get("name") or "")
+        name = str(objects.metadata(node).get("name") or "")
         with self._lock:
             used = dict(self._used.get(name, {}))
             ports = list(self._ports.get(name, {}))
@@ -183,11 +183,11 @@ def _add(into: dict[str, Fraction], more: Mapping[str, Fraction]) -> dict[str, F
     return into
 
 
-def _requests(container: Object) -> dict[str, Fraction]:
+def _requests(container: ObjectView) -> dict[str, Fraction]:
     return _quantities((container.get("resources") or {}).get("requests"))
 
 
-def _pod_requests(spec: Object) -> Object | None:
+def _pod_requests(spec: ObjectView) -> ObjectView | None:
     resources = spec.get("resources")
     return resources.get("requests") if isinstance(resources, Mapping) else None
 

@@ -13,8 +13,7 @@ from typing import Any
 from kubernetes import client
 
 from dra_driver.k8s.errors import translate_errors
-
-Object = dict[str, Any]
+from dra_driver.k8s.objects import Object
 
 
 def call(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Object:  # noqa: ANN401

@@ -8,9 +8,10 @@ when the node fits, else a short reason suitable for "0/N nodes are available: .
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Final
 
-Object = dict[str, Any]
+from dra_driver.k8s import objects
+from dra_driver.k8s.objects import Object
 
 _BLOCKING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
 _UNSCHEDULABLE_TAINT: Final = "node.kubernetes.io/unschedulable"
@@ -53,7 +54,7 @@ def label_selector_matches(selector: Object | None, labels: Mapping[str, str]) -
 
 def node_selector_term_matches(term: Object, node: Object) -> bool:
     """Whether a NodeSelectorTerm (matchExpressions on labels, matchFields on the name) fits."""
-    metadata = node.get("metadata") or {}
+    metadata = objects.metadata(node)
     labels = metadata.get("labels") or {}
     fields = {"metadata.name": metadata.get("name", "")}
     return all(_expression_matches(e, labels) for e in term.get("matchExpressions") or []) and all(
@@ -81,8 +82,8 @@ def tolerates(toleration: Object, taint: Object) -> bool:
 
 def node_unfit_reason(pod: Object, node: Object) -> str | None:
     """Return why ``pod`` cannot run on ``node``, or ``None`` if it can."""
-    tolerations = (pod.get("spec") or {}).get("tolerations") or []
-    if (node.get("spec") or {}).get("unschedulable") and not any(
+    tolerations = objects.spec(pod).get("tolerations") or []
+    if objects.spec(node).get("unschedulable") and not any(
         tolerates(t, {"key": _UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}) for t in tolerations
     ):
         return "node is unschedulable"
@@ -96,8 +97,8 @@ def node_unfit_reason(pod: Object, node: Object) -> str | None:
 
 def node_affinity_matches(pod: Object, node: Object) -> bool:
     """Whether the node fits the pod's ``nodeSelector`` and required node affinity."""
-    spec = pod.get("spec") or {}
-    labels = (node.get("metadata") or {}).get("labels") or {}
+    spec = objects.spec(pod)
+    labels = objects.metadata(node).get("labels") or {}
     if any(labels.get(key) != value for key, value in (spec.get("nodeSelector") or {}).items()):
         return False
     required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
@@ -108,8 +109,8 @@ def node_affinity_matches(pod: Object, node: Object) -> bool:
 
 def untolerated_taint(pod: Object, node: Object) -> Object | None:
     """Return the first ``NoSchedule``/``NoExecute`` taint of the node the pod does not tolerate."""
-    tolerations = (pod.get("spec") or {}).get("tolerations") or []
-    for taint in (node.get("spec") or {}).get("taints") or []:
+    tolerations = objects.spec(pod).get("tolerations") or []
+    for taint in objects.spec(node).get("taints") or []:
         if taint.get("effect") in _BLOCKING_EFFECTS and not any(
             tolerates(t, taint) for t in tolerations
         ):
@@ -124,7 +125,7 @@ def pinned_node(claims: Iterable[Object]) -> str | None:
     with one such field); ``None`` when no claim is pinned that way.
     """
     for claim in claims:
-        selector = ((claim.get("status") or {}).get("allocation") or {}).get("nodeSelector")
+        selector = (objects.status(claim).get("allocation") or {}).get("nodeSelector")
         for term in (selector or {}).get("nodeSelectorTerms") or []:
             for field in term.get("matchFields") or []:
                 values = field.get("values") or []

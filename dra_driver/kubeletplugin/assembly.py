@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from dra_driver.api import DriverNames
 from dra_driver.k8s import raw
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.timestamps import rfc3339
 from dra_driver.kubeletplugin.devicestatus import StatusReporter
 from dra_driver.kubeletplugin.grpcserver import PluginServer
@@ -217,13 +218,13 @@ def build(
         ]
         return [problem for problem in found if problem is not None]
 
-    def get_claim(namespace: str, name: str) -> raw.Object:
+    def get_claim(namespace: str, name: str) -> Object:
         return raw.call(resource.read_namespaced_resource_claim, name, namespace)
 
     status = None
     if settings.device_status:
 
-        def patch_status(namespace: str, name: str, body: raw.Object) -> raw.Object:
+        def patch_status(namespace: str, name: str, body: Object) -> Object:
             return raw.call(
                 resource.patch_namespaced_resource_claim_status, name, namespace, body,
                 _content_type=raw.MERGE_PATCH,

@@ -27,8 +27,8 @@ from dra_driver.api import DriverNames
 from dra_driver.k8s import objects, raw
 from dra_driver.k8s.errors import InvalidError, NotFoundError
 from dra_driver.k8s.informer import object_key
+from dra_driver.k8s.objects import Object
 
-Object = dict[str, Any]
 _ATTEMPTS: Final = 3
 _POLL_SECONDS: Final = 2.0
 
@@ -129,7 +129,7 @@ class Cleaner:
 
     def _patch_pod(self, core: client.CoreV1Api, pod: Object) -> bool:
         def patch(current: Object) -> list[Object] | None:
-            gates = (current.get("spec") or {}).get("schedulingGates") or []
+            gates = objects.spec(current).get("schedulingGates") or []
             kept = [g for g in gates if g.get("name") != self.names.scheduling_gate]
             if len(kept) == len(gates):
                 return None

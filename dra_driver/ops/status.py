@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from typing import Any
 
 from dra_driver.api import DriverNames
 from dra_driver.k8s import objects
 from dra_driver.k8s.informer import object_key
+from dra_driver.k8s.objects import Object
 from dra_driver.settings import as_document
 from dra_driver.usage.model import CardUse, card_uses
 from dra_driver.usage.render import card_identity, columns, cores, memory
-
-Object = dict[str, Any]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +62,7 @@ def cluster_status(
     reasons = _reasons(events)
     waiting = []
     for pod in pods:
-        spec = pod.get("spec") or {}
+        spec = objects.spec(pod)
         gated = objects.has_scheduling_gate(pod, names.scheduling_gate)
         if spec.get("nodeName") or not (gated or spec.get("resourceClaims")):
             continue

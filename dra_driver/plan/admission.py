@@ -11,16 +11,14 @@ messages are the webhook's, with field paths in the document the user wrote.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from dra_driver.api import Backend, DriverNames
+from dra_driver.k8s.objects import Object
 from dra_driver.plan.cluster import ClusterObjects
 from dra_driver.plan.workload import Workload
 from dra_driver.validation.capacity import limits_from_slices
 from dra_driver.validation.claimspec import validate_claim_spec
 from dra_driver.validation.dropped import dropped_capacity
-
-Object = dict[str, Any]
 
 
 def refusals(

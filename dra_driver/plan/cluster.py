@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from typing import Any
 
 from dra_driver.api import DriverNames
 from dra_driver.engine import Snapshot
-
-Object = dict[str, Any]
+from dra_driver.k8s.objects import Object
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from dra_driver.api import DriverNames
 from dra_driver.api.classes import default_device_classes
+from dra_driver.k8s.objects import Object
 from dra_driver.nvml.inventory import (
     BUILTIN_INVENTORIES,
     Inventory,
@@ -25,8 +26,6 @@ from dra_driver.plan.cluster import ClusterObjects
 from dra_driver.plan.errors import PlanInputError
 from dra_driver.publishing.slices import desired_slices
 from dra_driver.publishing.slicesync import with_generation
-
-Object = dict[str, Any]
 
 # Fixed, so the same inventory always yields the same node UIDs (slices name them as owners).
 _NODE_UID_NAMESPACE: Final = uuid.UUID("0b7c6f5e-4d1a-4f3e-9a55-2f1c8e6d9b30")

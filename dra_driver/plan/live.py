@@ -6,18 +6,15 @@ cards; slices are only this driver's.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kubernetes import client
 
 from dra_driver.api import DriverNames
 from dra_driver.k8s import raw
 from dra_driver.k8s.client import ClientConfigError, new_api_client
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.plan.cluster import ClusterObjects
 from dra_driver.plan.errors import PlanInputError
-
-Object = dict[str, Any]
 
 
 def _items(listed: Object) -> tuple[Object, ...]:

@@ -28,6 +28,8 @@ from dra_driver.engine import (
     place_pod,
     uses_driver,
 )
+from dra_driver.k8s import objects
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.quantity import parse_quantity
 from dra_driver.plan.admission import pod_refusal, refusals
 from dra_driver.plan.cluster import ClusterObjects
@@ -35,8 +37,6 @@ from dra_driver.plan.workload import PlannedPod, PodClaim, Workload
 from dra_driver.publishing.slices import PCI_BUS_ID_ATTRIBUTE
 from dra_driver.structured.configshares import counted_claim
 from dra_driver.usage.model import CardUse, card_uses
-
-Object = dict[str, Any]
 
 # A plan never runs anything; a fixed stamp keeps its claims (and any report) reproducible.
 ALLOCATION_TIMESTAMP: Final = "1970-01-01T00:00:00Z"
@@ -135,7 +135,7 @@ def _sequential_share_ids() -> Callable[[], str]:
 
 
 def _class_names(claim: Mapping[str, Any]) -> set[str]:
-    requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+    requests = (objects.spec(claim).get("devices") or {}).get("requests") or []
     return {
         str(entry.get("deviceClassName", ""))
         for request in requests

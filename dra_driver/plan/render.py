@@ -34,8 +34,9 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable, Sequence
 from fractions import Fraction
-from typing import Any, Final
+from typing import Final
 
+from dra_driver.k8s.objects import Object
 from dra_driver.plan.planner import Outcome, Plan, PlannedShare, PodPlan, PolicyPlan
 from dra_driver.settings import as_document
 from dra_driver.usage.model import CardUse
@@ -47,8 +48,6 @@ from dra_driver.usage.render import (
     memory,
     memory_of_total,
 )
-
-Object = dict[str, Any]
 
 WIDTH: Final = 100
 _POD_CELLS: Final = {

@@ -29,10 +29,10 @@ from typing import Any, Final
 
 import yaml
 
+from dra_driver.k8s import objects
 from dra_driver.k8s.names import LABEL_RULE, SUBDOMAIN_RULE, is_dns_label, is_dns_subdomain
+from dra_driver.k8s.objects import Object
 from dra_driver.plan.errors import PlanInputError
-
-Object = dict[str, Any]
 
 DEFAULT_NAMESPACE: Final = "default"
 _REPLICAS: Final = {
@@ -126,11 +126,11 @@ class _Document:
 
     @property
     def name(self) -> str:
-        return str((self.body.get("metadata") or {}).get("name", ""))
+        return str(objects.metadata(self.body).get("name", ""))
 
     @property
     def namespace(self) -> str:
-        return str((self.body.get("metadata") or {}).get("namespace") or DEFAULT_NAMESPACE)
+        return str(objects.metadata(self.body).get("namespace") or DEFAULT_NAMESPACE)
 
     @property
     def label(self) -> str:

@@ -13,14 +13,13 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Final
 
 from dra_driver.api import DriverNames
 from dra_driver.api.fields import CORES, MEMORY, MIB
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.quantity import QuantityFormat, format_quantity
 from dra_driver.nvml.card import Card, Health
-
-Object = dict[str, Any]
 
 API_VERSION: Final = "resource.k8s.io/v1"
 MAX_DEVICES_PER_SLICE: Final = 128  # v1 limit for devices without taints or counters

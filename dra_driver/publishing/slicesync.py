@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-Object = dict[str, Any]
+from dra_driver.k8s.objects import Object
 
 
 def slice_name(obj: Object) -> str:

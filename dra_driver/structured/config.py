@@ -24,8 +24,6 @@ from dra_driver.api import (
 )
 from dra_driver.structured.classes import device_entries, driver_requests
 
-Object = dict[str, Any]
-
 
 def parent_request(request: str) -> str:
     """Return the claim-level request name of a result (``gpu/small`` -> ``gpu``)."""

@@ -24,6 +24,8 @@ from typing import Any, Final
 
 from dra_driver.api import ConfigError, DriverNames, EffectiveConfig, Isolation
 from dra_driver.api.fields import CORES, MEMORY, MIB, CoresCodec, MemoryCodec
+from dra_driver.k8s import objects
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.quantity import QuantityError, parse_quantity
 from dra_driver.structured.allocated import DeviceId
 from dra_driver.structured.config import share_config
@@ -35,8 +37,6 @@ from dra_driver.structured.consumable import (
     format_consumed,
     parse_capacities,
 )
-
-Object = dict[str, Any]
 
 SCHEDULER_FINALIZER: Final = "resource.kubernetes.io/delete-protection"
 """kube-scheduler adds it to a claim in the same step as it allocates the claim."""
@@ -79,7 +79,7 @@ def config_size(name: str, text: str) -> str | None:
 
 def allocated_by_scheduler(claim: Mapping[str, Any]) -> bool:
     """Whether kube-scheduler allocated the claim (it alone adds delete-protection)."""
-    metadata = claim.get("metadata") or {}
+    metadata = objects.metadata(claim)
     return SCHEDULER_FINALIZER in (metadata.get("finalizers") or ())
 
 
@@ -93,14 +93,14 @@ def counted_claim(
     ``capacities`` gives the capacity of one of our cards, ``None`` for a device it does not
     know. The claim is not modified; a copy is returned when anything changes.
     """
-    allocation = (claim.get("status") or {}).get("allocation")
+    allocation = objects.status(claim).get("allocation")
     if not isinstance(allocation, dict) or allocated_by_scheduler(claim):
         return claim
     devices = allocation.get("devices")
     if not isinstance(devices, dict) or not isinstance(devices.get("results"), list):
         return claim
     results: list[object] = devices["results"]
-    uid = str((claim.get("metadata") or {}).get("uid") or "")
+    uid = str(objects.metadata(claim).get("uid") or "")
     configs = devices.get("config")
     counted = [
         _counted(
@@ -169,7 +169,7 @@ def slice_capacities(
     For readers outside the controller (status, reports, checks); a malformed device is left
     out, and its results are then counted as they are written.
     """
-    ours = [s.get("spec") or {} for s in slices if (s.get("spec") or {}).get("driver") == driver]
+    ours = [s.get("spec") or {} for s in slices if objects.spec(s).get("driver") == driver]
     found: dict[DeviceId, Mapping[str, Capacity]] = {}
     for spec in sorted(ours, key=lambda spec: int((spec.get("pool") or {}).get("generation") or 0)):
         pool = str((spec.get("pool") or {}).get("name") or "")

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Sequence
-from typing import Any
 
-Object = dict[str, Any]
+from dra_driver.k8s import objects
+from dra_driver.k8s.objects import Object
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +56,7 @@ def rule_taints(rules: Iterable[Object], driver: str) -> list[RuleTaint]:
         wanted_driver = _optional(selector, "driver")
         if wanted_driver is not None and wanted_driver != driver:
             continue
-        name = str((rule.get("metadata") or {}).get("name") or "")
+        name = str(objects.metadata(rule).get("name") or "")
         found.append(
             RuleTaint(
                 rule=name,

@@ -18,11 +18,12 @@ from typing import Any, Final
 
 from dra_driver.api import DriverNames
 from dra_driver.api.fields import CORES, MEMORY
+from dra_driver.k8s import objects
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.quantity import QuantityError, parse_quantity
 from dra_driver.publishing.slices import PCI_BUS_ID_ATTRIBUTE
 from dra_driver.structured.configshares import counted_claims, slice_capacities
 
-Object = dict[str, Any]
 CardKey = tuple[str, str]
 """(pool, device): how an allocation result names a card."""
 
@@ -121,7 +122,7 @@ def _taint(taint: Mapping[str, Any]) -> str:
 
 def published_cards(slices: Iterable[Object], driver: str) -> dict[CardKey, PublishedCard]:
     """Return ``driver``'s cards in the newest slice generation of each pool, sorted."""
-    ours = [s.get("spec") or {} for s in slices if (s.get("spec") or {}).get("driver") == driver]
+    ours = [s.get("spec") or {} for s in slices if objects.spec(s).get("driver") == driver]
     newest: dict[str, int] = {}
     for spec in ours:
         pool = spec.get("pool") or {}

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any, Final
+from typing import Final
 
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.quantity import QuantityFormat, format_quantity
 from dra_driver.usage.model import CardUse, PublishedCard
-
-Object = dict[str, Any]
 
 GAP: Final = "  "
 

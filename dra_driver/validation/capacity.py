@@ -17,6 +17,7 @@ from typing import Any, Final
 from dra_driver.api import DriverNames
 from dra_driver.api.errors import Reason, quote
 from dra_driver.api.fields import CORES, MAX_CORES, MEMORY, MIB
+from dra_driver.k8s import objects
 from dra_driver.k8s.quantity import (
     QuantityError,
     QuantityFormat,
@@ -47,7 +48,7 @@ def limits_from_slices(slices: Iterable[Mapping[str, Any]]) -> Limits:
     """Return the limits of our ResourceSlices, counting only each pool's newest generation."""
     pools: dict[str, tuple[int, list[Mapping[str, Any]]]] = {}
     for resource_slice in slices:
-        spec = resource_slice.get("spec") or {}
+        spec = objects.spec(resource_slice)
         pool = spec.get("pool") or {}
         name, generation = str(pool.get("name") or ""), int(pool.get("generation") or 0)
         devices = list(spec.get("devices") or [])

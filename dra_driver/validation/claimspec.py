@@ -25,13 +25,13 @@ from dra_driver.api import (
 from dra_driver.api.errors import quote
 from dra_driver.api.fields import CORES, MAX_CORES
 from dra_driver.cdi.policy import unsupported_policy
+from dra_driver.k8s import objects
+from dra_driver.k8s.objects import ObjectView
 from dra_driver.structured import cel
 from dra_driver.structured.classes import class_driver, device_entries
 from dra_driver.structured.config import applies_to, parent_request
 from dra_driver.validation.capacity import Limits, check_capacity, invalid
 from dra_driver.validation.sizes import Source, config_memory_problem, size_conflict
-
-Object = Mapping[str, Any]
 
 _FORBIDDEN: Final = "Forbidden"
 
@@ -50,17 +50,17 @@ class _Entry:
 
     where: str
     result: str
-    entry: Object
+    entry: ObjectView
     class_name: str
-    device_class: Object
+    device_class: ObjectView
 
 
 def validate_claim_spec(
-    spec: Object,
+    spec: ObjectView,
     *,
     path: str,
     names: DriverNames,
-    classes: Mapping[str, Object],
+    classes: Mapping[str, ObjectView],
     limits: Limits,
     default_backend: Backend | None = None,
 ) -> list[str]:
@@ -159,7 +159,7 @@ def _policy_conflicts(enforced: Sequence[tuple[_Entry, tuple[object, ...]]]) -> 
 
 
 def _claim_configs(
-    spec: Object, devices: str, names: DriverNames
+    spec: ObjectView, devices: str, names: DriverNames
 ) -> tuple[list[_ClaimConfig], list[str]]:
     configs: list[_ClaimConfig] = []
     errors: list[str] = []
@@ -180,7 +180,7 @@ def _claim_configs(
 
 def _class_configs(entry: _Entry, names: DriverNames) -> tuple[list[Source], list[str]]:
     """Decode the class's config and compile its selectors, as the controller does per claim."""
-    spec = entry.device_class.get("spec") or {}
+    spec = objects.spec(entry.device_class)
     configs: list[Source] = []
     problems: list[str] = []
     for index, config in enumerate(spec.get("config") or []):

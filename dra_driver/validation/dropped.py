@@ -19,21 +19,20 @@ from typing import Any, Final
 from dra_driver.api import DriverNames
 from dra_driver.api.errors import Reason, quote
 from dra_driver.api.fields import CORES, MEMORY
+from dra_driver.k8s.objects import ObjectView
 from dra_driver.structured.classes import class_driver, device_entries
 from dra_driver.structured.configshares import config_size
 from dra_driver.validation.capacity import Limits
-
-Object = Mapping[str, Any]
 
 GATE: Final = "DRAConsumableCapacity"
 
 
 def dropped_capacity(
-    spec: Object,
+    spec: ObjectView,
     *,
     path: str,
     names: DriverNames,
-    classes: Mapping[str, Object],
+    classes: Mapping[str, ObjectView],
     limits: Limits,
 ) -> list[str]:
     """Return an error per request of ours with ``capacity`` where every card is whole-only.

@@ -20,6 +20,8 @@ from http import HTTPStatus
 from typing import Any, Final, Protocol, TypedDict
 
 from dra_driver.api import Backend, DriverNames
+from dra_driver.k8s import objects
+from dra_driver.k8s.objects import ObjectView
 from dra_driver.logging import get_logger
 from dra_driver.validation.capacity import Limits
 from dra_driver.validation.claimspec import validate_claim_spec
@@ -28,8 +30,6 @@ from dra_driver.webhook import review
 from dra_driver.webhook.containers import container_problems
 from dra_driver.webhook.pods import PodContext, cached_or_fetched, gate_patch, once
 from dra_driver.webhook.review import AdmissionRequest, MalformedReviewError
-
-Object = Mapping[str, Any]
 
 log = get_logger(__name__)
 
@@ -45,22 +45,22 @@ class Cluster(Protocol):
     def synced(self) -> bool:
         """Whether every cache holds a complete list."""
 
-    def device_classes(self) -> Mapping[str, Object]:
+    def device_classes(self) -> Mapping[str, ObjectView]:
         """Return every DeviceClass by name."""
 
     def limits(self) -> Limits:
         """Return what the published cards allow."""
 
-    def template(self, namespace: str, name: str) -> Object | None:
+    def template(self, namespace: str, name: str) -> ObjectView | None:
         """Return a cached ResourceClaimTemplate."""
 
-    def claim(self, namespace: str, name: str) -> Object | None:
+    def claim(self, namespace: str, name: str) -> ObjectView | None:
         """Return a cached ResourceClaim."""
 
-    def fetch_template(self, namespace: str, name: str) -> Object | None:
+    def fetch_template(self, namespace: str, name: str) -> ObjectView | None:
         """Read a ResourceClaimTemplate from the API server; ``None`` if it cannot be read."""
 
-    def fetch_claim(self, namespace: str, name: str) -> Object | None:
+    def fetch_claim(self, namespace: str, name: str) -> ObjectView | None:
         """Read a ResourceClaim from the API server; ``None`` if it cannot be read."""
 
 
@@ -93,7 +93,7 @@ class _SpecContext(TypedDict):
 
     path: str
     names: DriverNames
-    classes: Mapping[str, Object]
+    classes: Mapping[str, ObjectView]
 
 
 class Admission:
@@ -192,7 +192,7 @@ class Admission:
         return review.patched(request.uid, patch), "patched"
 
 
-def _claim_spec(request: AdmissionRequest) -> tuple[Object, str, Object] | None:
+def _claim_spec(request: AdmissionRequest) -> tuple[ObjectView, str, ObjectView] | None:
     """Return the object, the path of its claim spec and the spec of a claim or template create."""
     obj = request.object
     spec_path = {"ResourceClaim": "spec", "ResourceClaimTemplate": "spec.spec"}.get(request.kind)
@@ -203,9 +203,9 @@ def _claim_spec(request: AdmissionRequest) -> tuple[Object, str, Object] | None:
         or (request.group, request.version) != (RESOURCE_GROUP, RESOURCE_VERSION)
     ):
         return None
-    spec = obj.get("spec") or {}
+    spec = objects.spec(obj)
     if spec_path == "spec.spec":
-        spec = spec.get("spec") or {}
+        spec = objects.spec(spec)
     return obj, spec_path, spec
 
 
@@ -224,5 +224,5 @@ def _generated_for_pod(obj: Mapping[str, Any]) -> bool:
     cards published now would refuse it while a node restarts (its slices are gone for a
     while), and the pod would wait on kube-controller-manager's retry backoff.
     """
-    references = (obj.get("metadata") or {}).get("ownerReferences") or []
+    references = objects.metadata(obj).get("ownerReferences") or []
     return any(r.get("kind") == "Pod" and r.get("controller") for r in references)

@@ -27,15 +27,14 @@ from kubernetes import client
 
 from dra_driver.api import DriverNames
 from dra_driver.api.fields import MEMORY
-from dra_driver.k8s import raw
+from dra_driver.k8s import objects, raw
 from dra_driver.k8s.compact import SharedParts, compact, pick
 from dra_driver.k8s.errors import ApiError, NotFoundError
 from dra_driver.k8s.informer import EventType, Informer
 from dra_driver.k8s.informergroup import InformerGroup
+from dra_driver.k8s.objects import Object
 from dra_driver.logging import get_logger
 from dra_driver.validation.capacity import Limits, limits_from_slices
-
-Object = dict[str, Any]
 
 log = get_logger(__name__)
 
@@ -61,7 +60,7 @@ class Kept:
 
     def claim(self, claim: Object) -> Object:
         """Keep a claim's name, spec and the pods it is reserved for (the shared-claim rule)."""
-        reserved = ((claim.get("status") or {}).get("reservedFor")) or []
+        reserved = (objects.status(claim).get("reservedFor")) or []
         kept: Object = compact({
             **self._named(claim),
             "spec": claim.get("spec") or {},
@@ -72,7 +71,7 @@ class Kept:
 
     def slice(self, resource_slice: Object) -> Object:
         """Keep a slice's pool and, of each device, its memory and whether it may be shared."""
-        spec = resource_slice.get("spec") or {}
+        spec = objects.spec(resource_slice)
         devices = []
         for device in spec.get("devices") or []:
             kept = pick(device, ("name", "allowMultipleAllocations"))

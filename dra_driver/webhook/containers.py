@@ -22,15 +22,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from dra_driver.api import Backend, DriverNames
 from dra_driver.api.errors import quote
+from dra_driver.k8s import objects
+from dra_driver.k8s.objects import ObjectView
 from dra_driver.structured.classes import driver_requests
 from dra_driver.structured.config import chosen_backend
 from dra_driver.webhook.pods import PodContext
-
-Object = Mapping[str, Any]
 
 _FORBIDDEN: Final = "Forbidden"
 
@@ -53,12 +53,12 @@ class _Container:
     name: str
     concurrent: bool
     """Runs beside the pod's other containers (not a one-shot init container)."""
-    claims: Sequence[Object]
+    claims: Sequence[ObjectView]
 
 
-def container_problems(pod: Object, context: PodContext, default_backend: Backend) -> list[str]:
+def container_problems(pod: ObjectView, context: PodContext, default_backend: Backend) -> list[str]:
     """Return why ``pod``'s containers cannot each be told exactly their own shares."""
-    spec = pod.get("spec") or {}
+    spec = objects.spec(pod)
     ours = _pod_claims(spec, context.of(pod), default_backend)
     if not ours:
         return []
@@ -75,7 +75,7 @@ def container_problems(pod: Object, context: PodContext, default_backend: Backen
     for (entry, request), sharing in users.items():
         if len(sharing) > 1 and ours[entry].backend is Backend.HAMI_CORE:
             problems.append(_shared(sharing, ours[entry], request))
-    pod_name = str((pod.get("metadata") or {}).get("name") or "")
+    pod_name = str(objects.metadata(pod).get("name") or "")
     problems += [
         _reserved(entry, claim, [p for p in claim.reserved_for if p != pod_name])
         for entry, claim in ours.items()
@@ -84,7 +84,7 @@ def container_problems(pod: Object, context: PodContext, default_backend: Backen
     return problems
 
 
-def _containers(spec: Object) -> list[_Container]:
+def _containers(spec: ObjectView) -> list[_Container]:
     found = []
     for kind in ("initContainers", "containers"):
         for index, container in enumerate(spec.get(kind) or []):
@@ -114,7 +114,7 @@ def _units(container: _Container, ours: Mapping[str, _PodClaim]) -> list[tuple[s
 
 
 def _pod_claims(
-    spec: Object, context: PodContext, default_backend: Backend
+    spec: ObjectView, context: PodContext, default_backend: Backend
 ) -> dict[str, _PodClaim]:
     names, classes, namespace = context.names, context.classes, context.namespace
     found: dict[str, _PodClaim] = {}
@@ -127,10 +127,10 @@ def _pod_claims(
         elif entry.get("resourceClaimName"):
             label = str(entry["resourceClaimName"])
             claim = context.claims(namespace, label) or {}
-            claim_spec = claim.get("spec") or {}
+            claim_spec = objects.spec(claim)
             reserved = tuple(
                 str(ref.get("name"))
-                for ref in (claim.get("status") or {}).get("reservedFor") or []
+                for ref in objects.status(claim).get("reservedFor") or []
                 if ref.get("resource") == "pods"
             )
         else:

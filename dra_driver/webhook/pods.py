@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from dra_driver.api import DriverNames
+from dra_driver.k8s import objects
+from dra_driver.k8s.objects import ObjectView
 from dra_driver.logging import get_logger
 from dra_driver.structured.classes import spec_uses_driver
 from dra_driver.webhook.review import JsonPatchOp
 
-Object = Mapping[str, Any]
-Lookup = Callable[[str, str], Object | None]
+Lookup = Callable[[str, str], ObjectView | None]
 """Find an object by ``(namespace, name)``; ``None`` when it does not exist (or is unknown)."""
 
 log = get_logger(__name__)
@@ -29,22 +29,22 @@ class PodContext:
     """What judging a pod's claims needs: the driver's names and where to find its objects."""
 
     names: DriverNames
-    classes: Mapping[str, Object]
+    classes: Mapping[str, ObjectView]
     templates: Lookup
     claims: Lookup
     namespace: str = ""
     """The admission request's namespace, for a pod whose metadata has none yet."""
 
-    def of(self, pod: Object) -> PodContext:
+    def of(self, pod: ObjectView) -> PodContext:
         """Return this context in the namespace of ``pod`` (its own, else the request's)."""
-        namespace = str((pod.get("metadata") or {}).get("namespace") or self.namespace)
+        namespace = str(objects.metadata(pod).get("namespace") or self.namespace)
         return dataclasses.replace(self, namespace=namespace)
 
 
 def cached_or_fetched(cached: Lookup, fetch: Lookup) -> Lookup:
     """Look in the cache first, then ask ``fetch`` (a live GET): the informer may lag."""
 
-    def lookup(namespace: str, name: str) -> Object | None:
+    def lookup(namespace: str, name: str) -> ObjectView | None:
         found = cached(namespace, name)
         return found if found is not None else fetch(namespace, name)
 
@@ -53,9 +53,9 @@ def cached_or_fetched(cached: Lookup, fetch: Lookup) -> Lookup:
 
 def once(lookup: Lookup) -> Lookup:
     """Remember each answer of ``lookup``, missing ones included, for one review."""
-    answers: dict[tuple[str, str], Object | None] = {}
+    answers: dict[tuple[str, str], ObjectView | None] = {}
 
-    def remembered(namespace: str, name: str) -> Object | None:
+    def remembered(namespace: str, name: str) -> ObjectView | None:
         key = (namespace, name)
         if key not in answers:
             answers[key] = lookup(namespace, name)
@@ -64,7 +64,7 @@ def once(lookup: Lookup) -> Lookup:
     return remembered
 
 
-def gate_patch(pod: Object, context: PodContext) -> list[JsonPatchOp]:
+def gate_patch(pod: ObjectView, context: PodContext) -> list[JsonPatchOp]:
     """Return the JSON Patch that adds our scheduling gate to ``pod``, or ``[]``.
 
     Nothing is added to a pod already gated, to one already bound to a node (the API server
@@ -72,7 +72,7 @@ def gate_patch(pod: Object, context: PodContext) -> list[JsonPatchOp]:
     cannot be found counts as not ours: the pod then waits for it like any other, and the
     controller never sees it, so it is logged.
     """
-    spec = pod.get("spec") or {}
+    spec = objects.spec(pod)
     gates = spec.get("schedulingGates")
     gate_name = context.names.scheduling_gate
     if spec.get("nodeName") or any((gate or {}).get("name") == gate_name for gate in gates or []):
@@ -85,7 +85,7 @@ def gate_patch(pod: Object, context: PodContext) -> list[JsonPatchOp]:
     return [{"op": "add", "path": "/spec/schedulingGates", "value": [gate]}]
 
 
-def _uses_driver(spec: Object, context: PodContext) -> bool:
+def _uses_driver(spec: ObjectView, context: PodContext) -> bool:
     namespace = context.namespace
     for entry in spec.get("resourceClaims") or []:
         if entry.get("resourceClaimTemplateName"):

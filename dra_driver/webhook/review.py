@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Final
 
-Object = dict[str, Any]
+from dra_driver.k8s.objects import Object
+
 JsonPatchOp = dict[str, Any]
 
 API_VERSION: Final = "admission.k8s.io/v1"

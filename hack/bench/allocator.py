@@ -34,10 +34,9 @@ from benchlib import emit, latency_summary, machine, per_yardstick
 
 from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames, Placement
 from dra_driver.engine import Placed, Policy, Snapshot, place_pod
+from dra_driver.k8s.objects import Object
 from dra_driver.nvml.inventory import parse_inventory
 from dra_driver.plan.inventory import inventory_cluster
-
-Object = dict[str, Any]
 
 NAMES: Final = DriverNames.for_driver(DEFAULT_DRIVER_NAME)
 CARDS_PER_NODE: Final = 8

@@ -40,10 +40,10 @@ from gpushare_simulator.harness.processes import ComponentProcess
 
 from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
 from dra_driver.api.classes import default_device_classes
+from dra_driver.k8s import objects
+from dra_driver.k8s.objects import Object
 from dra_driver.nvml.inventory import Inventory
 from dra_driver.plan.inventory import node_object, node_slices
-
-Object = dict[str, Any]
 
 NAMES: Final = DriverNames.for_driver(DEFAULT_DRIVER_NAME)
 NAMESPACE: Final = "bench"
@@ -168,7 +168,7 @@ def measure(
         deadline = time.monotonic() + timeout
         while True:
             pod = server.get("pods", NAMESPACE, f"p-{probe}") or {}
-            if not (pod.get("spec") or {}).get("schedulingGates"):
+            if not objects.spec(pod).get("schedulingGates"):
                 break
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{mode}: the probe pod was not placed:\n{controller.output()}")

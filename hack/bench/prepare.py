@@ -53,14 +53,13 @@ from dra_driver._proto.dra.v1 import api_pb2_grpc as dra_grpc
 from dra_driver.api import DEFAULT_DRIVER_NAME, Backend, DriverNames
 from dra_driver.api.classes import default_device_classes
 from dra_driver.k8s import raw
+from dra_driver.k8s.objects import Object
 from dra_driver.kubeletplugin.grpcserver import PluginServer, socket_paths
 from dra_driver.kubeletplugin.metrics import PluginMetrics
 from dra_driver.kubeletplugin.paths import NodePaths
 from dra_driver.kubeletplugin.state import ClaimPreparer, ClaimRef
 from dra_driver.logging import LogFormat, configure_logging
 from dra_driver.nvml.inventory import Card, dump_inventory, parse_inventory
-
-Object = dict[str, Any]
 
 NAMES: Final = DriverNames.for_driver(DEFAULT_DRIVER_NAME)
 NODE: Final = "bench-1"

@@ -24,7 +24,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from benchlib import emit, machine, proc_status_bytes
 from kubernetes import client
@@ -44,8 +44,7 @@ from memory import (
 from realplane import Bench, gpu_inventory, started
 
 from dra_driver.k8s import raw
-
-Object = dict[str, Any]
+from dra_driver.k8s.objects import Object
 
 _WRITERS: Final = 8
 """Threads creating the objects: the API server, not one client's round trips, sets the pace."""

@@ -35,7 +35,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from benchlib import emit, h100_nodes, latency_summary, machine, proc_status_bytes
 from gpushare_simulator.harness import kubebin
@@ -49,10 +49,9 @@ from realplane_audit import AuditLog, audit_flags
 
 from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
 from dra_driver.k8s import raw
+from dra_driver.k8s.objects import Object
 from dra_driver.nvml.inventory import Inventory, dump_inventory
 from dra_driver.plan.inventory import node_object, node_slices
-
-Object = dict[str, Any]
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 CHART: Final = ROOT / "deploy" / "helm" / "gpushare-dra-driver"

@@ -12,7 +12,8 @@ from kubernetes import client
 
 from dra_driver.k8s import informer as informer_module
 from dra_driver.k8s import raw
-from dra_driver.k8s.informer import EventType, Informer, Object
+from dra_driver.k8s.informer import EventType, Informer
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.settings import ApiTimeouts
 
 

@@ -23,18 +23,17 @@ import time
 from collections.abc import Callable
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import yaml
 from kubernetes import client
 
 from dra_driver.k8s import raw
+from dra_driver.k8s.objects import Object
 from gpushare_simulator.harness.certs import write_self_signed
 from gpushare_simulator.harness.controlplane import RealControlPlane, free_ports
 from gpushare_simulator.harness.kubeapply import Applier
 from gpushare_simulator.harness.podrun import PodProcess
-
-Object = dict[str, Any]
 
 HOOK: Final = "helm.sh/hook"
 _TLS_SECRET: Final = "webhook-loopback-tls"  # noqa: S105 - a Secret's name

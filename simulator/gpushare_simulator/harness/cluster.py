@@ -14,11 +14,12 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Final, Protocol, TypeVar
+from typing import Final, Protocol, TypeVar
 
 from kubernetes import client
 
 from dra_driver.k8s import raw
+from dra_driver.k8s.objects import Object
 from dra_driver.nvml.inventory import Inventory, NodeInventory
 from dra_driver.plan.inventory import node_object
 from gpushare_simulator.harness.actors.cdiresolve import ContainerEdits
@@ -33,7 +34,6 @@ from gpushare_simulator.harness.kubebin import KUBELET, KubeBinaries
 from gpushare_simulator.harness.lifecycle import Lifecycle
 
 T = TypeVar("T")
-Object = dict[str, Any]
 
 # What every emulated node offers besides GPUs; enough for any test pod.
 _NODE_RESOURCES: Final = {"cpu": "64", "memory": "512Gi", "pods": "110"}

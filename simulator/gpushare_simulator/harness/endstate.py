@@ -15,7 +15,7 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from dra_driver.api import DriverNames
-from dra_driver.k8s import raw
+from dra_driver.k8s import objects, raw
 from gpushare_simulator.harness import invariants
 from gpushare_simulator.harness.cluster import FakeCluster
 
@@ -30,7 +30,7 @@ def leftovers(cluster: FakeCluster, names: DriverNames) -> list[str]:
     resource = client.ResourceV1Api(cluster.api)
     for claim in raw.call(resource.list_resource_claim_for_all_namespaces)["items"]:
         where = f"claim {claim['metadata']['namespace']}/{claim['metadata']['name']}"
-        if (claim.get("status") or {}).get("allocation"):
+        if objects.status(claim).get("allocation"):
             found.append(f"{where} is still allocated")
         if names.finalizer in (claim["metadata"].get("finalizers") or []):
             found.append(f"{where} still has the finalizer {names.finalizer}")

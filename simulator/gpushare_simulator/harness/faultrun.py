@@ -33,7 +33,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 from kubernetes import client
 
@@ -42,6 +42,7 @@ from dra_driver.api.classes import default_device_classes
 from dra_driver.k8s import raw
 from dra_driver.k8s.client import USER_AGENT_PREFIX
 from dra_driver.k8s.errors import ApiError, ConflictError, NotFoundError
+from dra_driver.k8s.objects import Object
 from dra_driver.nvml.inventory import dump_inventory, parse_inventory
 from gpushare_simulator.harness import invariants, workload
 from gpushare_simulator.harness.apiserver.faults import Fault
@@ -50,7 +51,6 @@ from gpushare_simulator.harness.cluster import FakeCluster
 from gpushare_simulator.harness.processes import ComponentProcess, start_controller, start_plugin
 
 T = TypeVar("T")
-Object = dict[str, Any]
 
 NAMES: Final = DriverNames.for_driver(DEFAULT_DRIVER_NAME)
 NAMESPACE: Final = "default"

@@ -21,7 +21,7 @@ import dataclasses
 import json
 import time
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from kubernetes import client
 
@@ -33,8 +33,6 @@ from gpushare_simulator.harness.actors.cdiresolve import (
 )
 from gpushare_simulator.harness.podstatus import patch_pod_status
 from gpushare_simulator.harness.spawn import LoggedProcess
-
-Object = dict[str, Any]
 
 KUBELET_DIR: Final = "/var/lib/kubelet"
 """The kubelet's root directory on a node, which ``kubelet_dir`` stands for."""

@@ -22,18 +22,17 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
 
 from kubernetes import client
 
 from dra_driver.api import DriverNames
 from dra_driver.cdi import spec_file_name
-from dra_driver.k8s import raw
+from dra_driver.k8s import objects, raw
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.quantity import parse_quantity
 from dra_driver.structured.configshares import counted_claims, slice_capacities
 from gpushare_simulator.harness.cluster import FakeCluster
 
-Object = dict[str, Any]
 Device = tuple[str, str]
 """``(pool, device)`` of one of our devices."""
 
@@ -49,13 +48,13 @@ class NodeFiles:
 
 
 def _results(claim: Object, driver: str) -> list[Object]:
-    allocation = (claim.get("status") or {}).get("allocation") or {}
+    allocation = objects.status(claim).get("allocation") or {}
     results = (allocation.get("devices") or {}).get("results") or []
     return [r for r in results if r.get("driver") == driver]
 
 
 def _name(obj: Object) -> str:
-    metadata = obj.get("metadata") or {}
+    metadata = objects.metadata(obj)
     return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
 
 
@@ -108,11 +107,11 @@ def finalizers(claims: Iterable[Object], names: DriverNames) -> list[str]:
     """Allocated claims of ours without our finalizer, and released claims still with it."""
     violations = []
     for claim in claims:
-        has = names.finalizer in ((claim.get("metadata") or {}).get("finalizers") or [])
+        has = names.finalizer in (objects.metadata(claim).get("finalizers") or [])
         allocated = bool(_results(claim, names.driver))
         if allocated and not has:
             violations.append(f"claim {_name(claim)} is allocated without {names.finalizer}")
-        if has and not (claim.get("status") or {}).get("allocation"):
+        if has and not objects.status(claim).get("allocation"):
             violations.append(f"claim {_name(claim)} is released but keeps {names.finalizer}")
     return violations
 
@@ -127,11 +126,11 @@ def prepared_once(
     by_name = {_name(claim): claim for claim in claims}
     violations = []
     for pod in pods:
-        node = (pod.get("spec") or {}).get("nodeName")
-        if (pod.get("status") or {}).get("phase") != "Running" or not node:
+        node = objects.spec(pod).get("nodeName")
+        if objects.status(pod).get("phase") != "Running" or not node:
             continue
         namespace = pod["metadata"]["namespace"]
-        for status in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
+        for status in objects.status(pod).get("resourceClaimStatuses") or []:
             claim = by_name.get(f"{namespace}/{status.get('resourceClaimName')}")
             if claim is None or not _results(claim, names.driver):
                 continue

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Final
 
 import yaml
 from kubernetes import client
 
+from dra_driver.k8s import objects
 from dra_driver.k8s.errors import NotFoundError, translate_errors
-
-Object = dict[str, Any]
+from dra_driver.k8s.objects import Object
 
 YAML: Final = "application/yaml"
 REQUEST_TIMEOUT_S: Final = 30.0
@@ -53,7 +53,7 @@ class Applier:
         base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
         if not namespaced:
             return f"{base}/{plural}"
-        target = (document.get("metadata") or {}).get("namespace") or namespace or "default"
+        target = objects.metadata(document).get("namespace") or namespace or "default"
         return f"{base}/namespaces/{target}/{plural}"
 
     def create(

@@ -9,9 +9,9 @@ and kube-scheduler leave on their objects, with sizes taken from ordinary cluste
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
-Object = dict[str, Any]
+from dra_driver.k8s.objects import Object
 
 _STAMP: Final = "2026-11-20T10:00:00Z"
 

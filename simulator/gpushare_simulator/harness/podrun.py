@@ -30,10 +30,9 @@ import yaml
 from kubernetes import client
 
 from dra_driver.k8s import raw
+from dra_driver.k8s.objects import Object
 from gpushare_simulator.harness.hollownode import KUBELET_DIR
 from gpushare_simulator.harness.spawn import LoggedProcess
-
-Object = dict[str, Any]
 
 ENTRYPOINT: Final = "gpushare-dra"
 """The image's ENTRYPOINT (Dockerfile)."""

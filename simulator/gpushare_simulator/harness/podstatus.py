@@ -6,14 +6,11 @@ resourceclaim controller, the hollow node and tests that finish a pod do.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kubernetes import client
 
 from dra_driver.k8s import raw
 from dra_driver.k8s.informer import object_key
-
-Object = dict[str, Any]
+from dra_driver.k8s.objects import Object
 
 
 def patch_pod_status(

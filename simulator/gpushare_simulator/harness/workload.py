@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from kubernetes import client
 
@@ -29,12 +29,11 @@ from dra_driver.k8s import objects, raw
 from dra_driver.k8s.errors import NotFoundError
 from dra_driver.k8s.informer import EventType, Informer
 from dra_driver.k8s.informergroup import InformerGroup
+from dra_driver.k8s.objects import Object
 from dra_driver.plan.inventory import node_slices
 from gpushare_simulator.harness.cluster import FakeCluster
 from gpushare_simulator.harness.kubeapply import Applier
 from gpushare_simulator.harness.processes import ComponentProcess, start_controller
-
-Object = dict[str, Any]
 
 HARNESS_USER_AGENT: Final = "gpushare-harness"
 """What the harness's own client sends, so the API server's counts tell it from the driver."""
@@ -44,7 +43,7 @@ _POLL_SECONDS: Final = 0.05
 
 
 @dataclasses.dataclass(frozen=True)
-class Share:
+class ShareSize:
     """A share size; a whole card asks for no capacity at all, so it gets the card's default."""
 
     name: str
@@ -54,14 +53,14 @@ class Share:
 
 
 SHARES: Final = (
-    Share("quarter", Fraction(1, 4), 5),
-    Share("half", Fraction(1, 2), 3),
-    Share("whole", Fraction(1), 2),
+    ShareSize("quarter", Fraction(1, 4), 5),
+    ShareSize("half", Fraction(1, 2), 3),
+    ShareSize("whole", Fraction(1), 2),
 )
 
 
 def claim_spec(
-    names: DriverNames, share: Share, card_memory: int, backend: Backend | None = None
+    names: DriverNames, share: ShareSize, card_memory: int, backend: Backend | None = None
 ) -> Object:
     """Return the claim spec asking for ``share`` of a card of ``card_memory`` bytes."""
     exactly: Object = {"deviceClassName": names.default_device_class}
@@ -82,7 +81,7 @@ def claim_spec(
     return {"devices": devices}
 
 
-def share_template(names: DriverNames, share: Share, card_memory: int) -> Object:
+def share_template(names: DriverNames, share: ShareSize, card_memory: int) -> Object:
     """Return the ResourceClaimTemplate of one share size, named after it."""
     return {
         "apiVersion": "resource.k8s.io/v1",
@@ -127,7 +126,7 @@ class Wave:
     claims: tuple[Object, ...] = ()
 
 
-def _draw(rng: random.Random) -> Share:
+def _draw(rng: random.Random) -> ShareSize:
     return rng.choices(SHARES, weights=[s.weight for s in SHARES])[0]
 
 
@@ -313,12 +312,12 @@ class Tracker:
                 times.ungated = now
             if times.bound is None and pod["spec"].get("nodeName"):
                 times.bound = now
-            if times.running is None and (pod.get("status") or {}).get("phase") == "Running":
+            if times.running is None and objects.status(pod).get("phase") == "Running":
                 times.running = now
         self._check_allocated(name, pod, now)
 
     def _on_claim(self, kind: EventType, claim: Object) -> None:
-        if kind == "DELETED" or not (claim.get("status") or {}).get("allocation"):
+        if kind == "DELETED" or not objects.status(claim).get("allocation"):
             return
         now = time.monotonic()
         with self._lock:
@@ -331,7 +330,7 @@ class Tracker:
     def _check_allocated(self, name: str, pod: Object, now: float) -> None:
         for claim in objects.pod_claim_names(pod).values():
             cached = self._claims.get(self.namespace, claim) if claim else None
-            if not (cached and (cached.get("status") or {}).get("allocation")):
+            if not (cached and objects.status(cached).get("allocation")):
                 return
         with self._lock:
             times = self.times.get(name)

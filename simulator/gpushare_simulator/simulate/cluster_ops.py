@@ -16,12 +16,11 @@ from typing import Any, Final
 from kubernetes import client
 
 from dra_driver.api import DriverNames
-from dra_driver.k8s import raw
+from dra_driver.k8s import objects, raw
 from dra_driver.k8s.errors import AlreadyExistsError, ApiError, NotFoundError, RetryableError
+from dra_driver.k8s.objects import Object
 from gpushare_simulator.harness.cluster import FakeCluster
 from gpushare_simulator.simulate.observe import Observer
-
-Object = dict[str, Any]
 
 SETTLE_SECONDS: Final = 20.0
 CLEANUP_SECONDS: Final = 30.0
@@ -90,12 +89,12 @@ class ClusterOps:
     def has_phase(self, namespace: str, name: str, phase: str) -> bool:
         """Whether the pod exists and is in ``phase``."""
         pod = self.read_pod(namespace, name)
-        return pod is not None and (pod.get("status") or {}).get("phase") == phase
+        return pod is not None and objects.status(pod).get("phase") == phase
 
     def settled(self, namespace: str, name: str) -> bool:
         """Whether the pod runs, finished, or waits with a reason (or is gone)."""
         pod = self.read_pod(namespace, name)
-        if pod is None or (pod.get("status") or {}).get("phase") in _FINISHED:
+        if pod is None or objects.status(pod).get("phase") in _FINISHED:
             return True
         fact = self.observer.snapshot([namespace], {}).pod(name)
         return fact is not None and fact.reason is not None

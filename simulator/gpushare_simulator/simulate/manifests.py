@@ -18,14 +18,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import yaml
 
+from dra_driver.k8s.objects import Object
 from dra_driver.plan.errors import PlanInputError
 from dra_driver.plan.workload import DEFAULT_NAMESPACE, PlannedPod, parse_workload
-
-Object = dict[str, Any]
 
 STEP_LABEL: Final = "step"
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"

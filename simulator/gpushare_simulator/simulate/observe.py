@@ -11,19 +11,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
-from typing import Any, Final
+from typing import Final
 
 from kubernetes import client
 
 from dra_driver.api import ConfigError, DriverNames
 from dra_driver.k8s import objects, raw
+from dra_driver.k8s.objects import Object
 from dra_driver.structured.config import share_config
 from dra_driver.structured.configshares import counted_claims, slice_capacities
 from dra_driver.usage.model import CardUse, PublishedCard, card_uses, published_cards, quantity
 from gpushare_simulator.harness.cluster import FakeCluster
 from gpushare_simulator.simulate.cudawork import TaskFact
-
-Object = dict[str, Any]
 
 # What an interception layer reads: HAMi-core and MPS (CUDA_*, GPU_*) and the generic GPUSHARE_*.
 INTERCEPTION_PREFIXES: Final = ("CUDA_", "GPU_", "GPUSHARE_")
@@ -131,7 +130,7 @@ class Observer:
 
     def _pod(self, pod: Object, owner: str, seen: _Seen) -> PodFact:
         namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
-        status = pod.get("status") or {}
+        status = objects.status(pod)
         phase = str(status.get("phase") or "Pending")
         node = pod["spec"].get("nodeName")
         shares = []
@@ -158,7 +157,7 @@ class Observer:
         cards: Mapping[tuple[str, str], PublishedCard],
     ) -> list[ShareFact]:
         key = f"{claim['metadata']['namespace']}/{claim['metadata']['name']}"
-        allocation = (claim.get("status") or {}).get("allocation")
+        allocation = objects.status(claim).get("allocation")
         requests = claim["spec"]["devices"].get("requests") or []
         if allocation:
             entries = (allocation.get("devices") or {}).get("config") or []
@@ -186,7 +185,7 @@ class Observer:
             device_class = classes.get(exactly.get("deviceClassName", "")) or {}
             entries = [
                 {"source": "FromClass", **entry}
-                for entry in (device_class.get("spec") or {}).get("config") or []
+                for entry in objects.spec(device_class).get("config") or []
             ] + [
                 {"source": "FromClaim", **entry}
                 for entry in claim["spec"]["devices"].get("config") or []
@@ -239,7 +238,7 @@ def _reason(pod: Object, events: list[Object]) -> str | None:
             ),
         )
         return str(newest.get("message") or newest.get("reason"))
-    for condition in (pod.get("status") or {}).get("conditions") or []:
+    for condition in objects.status(pod).get("conditions") or []:
         unschedulable = (
             condition.get("type") == "PodScheduled" and condition.get("status") == "False"
         )

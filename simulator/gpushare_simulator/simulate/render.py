@@ -48,16 +48,15 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any, Final
+from typing import Final
 
+from dra_driver.k8s.objects import Object
 from dra_driver.settings import as_document
 from dra_driver.usage import render as usage
 from dra_driver.usage.model import CardUse
 from gpushare_simulator.simulate.cudawork import TaskFact
 from gpushare_simulator.simulate.observe import PodFact, ShareFact
 from gpushare_simulator.simulate.runner import ScenarioReport, StepReport
-
-Object = dict[str, Any]
 
 WIDTH: Final = 100
 # The same in every container, so the table leaves them out; JSON has them.

@@ -20,13 +20,12 @@ from typing import Any, Final
 
 from dra_driver.api import DriverNames
 from dra_driver.api.fields import CORES, MEMORY
+from dra_driver.k8s.objects import Object
 from dra_driver.structured.classes import device_entries
 from dra_driver.structured.configshares import config_size
 from gpushare_simulator.simulate.checks import Refused
 from gpushare_simulator.simulate.manifests import Manifest
 from gpushare_simulator.simulate.scenarios import Scenario
-
-Object = dict[str, Any]
 
 _CLAIM_SPEC: Final = {"ResourceClaim": ("spec",), "ResourceClaimTemplate": ("spec", "spec")}
 

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from kubernetes import client
 from prometheus_client import CollectorRegistry
@@ -32,6 +32,7 @@ from dra_driver.controller.app import Controller
 from dra_driver.controller.settings import ControllerSettings
 from dra_driver.k8s import raw
 from dra_driver.k8s.client import new_api_client
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.kubeletplugin import plugin
 from dra_driver.kubeletplugin.settings import KubeletPluginSettings
@@ -44,8 +45,6 @@ from gpushare_simulator.harness.cluster import FakeCluster
 from gpushare_simulator.harness.controlplane import ControlPlaneError
 from gpushare_simulator.harness.kubebin import CONTROLLER_MANAGER, KUBELET, SCHEDULER, KubeBinaries
 from gpushare_simulator.harness.lifecycle import Lifecycle
-
-Object = dict[str, Any]
 
 START_TIMEOUT_SECONDS: Final = 30.0
 REAL_START_TIMEOUT_SECONDS: Final = 180.0

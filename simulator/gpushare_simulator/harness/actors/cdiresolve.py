@@ -10,11 +10,10 @@ import dataclasses
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-Object = dict[str, Any]
+from dra_driver.k8s.objects import Object
 
 
 class UnresolvableCDIDevicesError(Exception):

@@ -19,7 +19,8 @@ from kubernetes import client
 from dra_driver.k8s import objects, raw
 from dra_driver.k8s.errors import AlreadyExistsError, NotFoundError, translate_errors
 from dra_driver.k8s.events import EventRecorder
-from dra_driver.k8s.informer import EventType, Informer, Object, object_key
+from dra_driver.k8s.informer import EventType, Informer, object_key
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.reconcile import ReconcileLoop
 from dra_driver.structured.configshares import SCHEDULER_FINALIZER
 from gpushare_simulator.harness.lifecycle import Lifecycle
@@ -200,7 +201,7 @@ class ResourceClaimController(Lifecycle):
         """
         namespace, name = object_key(claim)
         version = {"resourceVersion": claim["metadata"]["resourceVersion"]}
-        body = {**changes, "metadata": {**(changes.get("metadata") or {}), **version}}
+        body = {**changes, "metadata": {**objects.metadata(changes), **version}}
         write = (
             self._resource.patch_namespaced_resource_claim_status
             if status_write
@@ -216,7 +217,7 @@ class ResourceClaimController(Lifecycle):
         claim = self._claims.get(namespace, name)
         if claim is None:
             return
-        status = claim.get("status") or {}
+        status = objects.status(claim)
         reserved = status.get("reservedFor") or []
         keep = [ref for ref in reserved if not self._pod_done(namespace, ref)]
         if len(keep) != len(reserved):

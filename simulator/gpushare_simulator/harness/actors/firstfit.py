@@ -22,8 +22,10 @@ import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from fractions import Fraction
-from typing import Any, Final
+from typing import Final
 
+from dra_driver.k8s import objects
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.quantity import QuantityError, parse_quantity
 from dra_driver.structured.allocated import AllocatedState, DeviceId
 from dra_driver.structured.consumable import (
@@ -35,7 +37,6 @@ from dra_driver.structured.consumable import (
 
 __all__ = ["AllocatedState", "DeviceId", "Object", "Unallocatable", "allocate_on_node"]
 
-Object = dict[str, Any]
 
 _DRIVER_TERM: Final = re.compile(r"""\s*device\.driver\s*==\s*(["'])([^"']+)\1\s*""")
 
@@ -67,7 +68,7 @@ def _devices(
 ) -> Iterator[tuple[DeviceId, Object]]:
     """Devices of the node's pools at their newest generation, in the scheduler's order."""
     newest: dict[tuple[str, str], int] = {}
-    local = [s for s in slices if (s.get("spec") or {}).get("nodeName") == node_name]
+    local = [s for s in slices if objects.spec(s).get("nodeName") == node_name]
     for slice_ in local:
         pool = slice_["spec"]["pool"]
         key = (slice_["spec"]["driver"], pool["name"])
@@ -104,7 +105,7 @@ class _Allocator:
         device_class = self.classes.get(class_name)
         if device_class is None:
             raise Unallocatable(f"request {name}: device class {class_name} does not exist")
-        class_selectors = (device_class.get("spec") or {}).get("selectors") or []
+        class_selectors = objects.spec(device_class).get("selectors") or []
         selectors = [*class_selectors, *(request.get("selectors") or [])]
         driver = _selector_driver(selectors)
         try:
@@ -174,7 +175,7 @@ def allocate_on_node(
     allocator = _Allocator(node_name, slices, classes, state)
     allocations = []
     for claim in claims:
-        devices = (claim.get("spec") or {}).get("devices") or {}
+        devices = objects.spec(claim).get("devices") or {}
         if devices.get("constraints"):
             raise Unallocatable("the harness scheduler does not evaluate claim constraints")
         results: list[Object] = []
@@ -183,7 +184,7 @@ def allocate_on_node(
             chosen = _allocate_request(allocator, request)
             results.extend(chosen)
             request_class = allocator.classes[_request_class(request, chosen[0]["request"])]
-            for config in (request_class.get("spec") or {}).get("config") or []:
+            for config in objects.spec(request_class).get("config") or []:
                 configs.append(
                     {"source": "FromClass", "requests": [chosen[0]["request"]], **config}
                 )

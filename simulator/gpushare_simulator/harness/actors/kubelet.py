@@ -21,7 +21,8 @@ from kubernetes import client
 from dra_driver.k8s import objects, raw
 from dra_driver.k8s.errors import NotFoundError
 from dra_driver.k8s.events import EventRecorder
-from dra_driver.k8s.informer import EventType, Informer, Object, object_key
+from dra_driver.k8s.informer import EventType, Informer, object_key
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.reconcile import ReconcileLoop, Requeue
 from dra_driver.k8s.timestamps import rfc3339
 from gpushare_simulator.harness.actors.cdiresolve import (
@@ -109,7 +110,7 @@ class Kubelet(Lifecycle):
         if objects.is_terminal(pod) or objects.is_deleting(pod):
             self._release(key, objects.uid(pod))
             return
-        if (pod.get("status") or {}).get("phase") == "Running":
+        if objects.status(pod).get("phase") == "Running":
             return
         try:
             claims = self._checked_claims(pod)
@@ -141,7 +142,7 @@ class Kubelet(Lifecycle):
                     f"pod {pod_name} ({objects.uid(pod)}) is not allowed to use "
                     f"ResourceClaim {name}"
                 )
-            allocation = (claim.get("status") or {}).get("allocation")
+            allocation = objects.status(claim).get("allocation")
             if not allocation:
                 raise _PrepareError(f"ResourceClaim {name} is not allocated")
             for result in (allocation.get("devices") or {}).get("results") or []:

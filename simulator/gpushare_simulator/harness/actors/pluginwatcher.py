@@ -21,11 +21,11 @@ from dra_driver._proto.dra.v1beta1 import api_pb2 as dra_v1beta1
 from dra_driver._proto.dra.v1beta1 import api_pb2_grpc as dra_v1beta1_grpc
 from dra_driver._proto.pluginregistration.v1 import api_pb2 as registration
 from dra_driver._proto.pluginregistration.v1 import api_pb2_grpc as registration_grpc
+from dra_driver.k8s.objects import Object
 from dra_driver.logging import get_logger
 
 log = get_logger(__name__)
 
-Object = dict[str, Any]
 
 SUPPORTED_SERVICES: Final = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
 _RPC_TIMEOUT_SECONDS: Final = 45.0

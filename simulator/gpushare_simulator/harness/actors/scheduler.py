@@ -20,7 +20,8 @@ from kubernetes import client
 from dra_driver.k8s import objects, raw
 from dra_driver.k8s.errors import InvalidError
 from dra_driver.k8s.events import EventRecorder
-from dra_driver.k8s.informer import EventType, Informer, Object, object_key
+from dra_driver.k8s.informer import EventType, Informer, object_key
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.reconcile import ReconcileLoop, Requeue
 from dra_driver.k8s.scheduling import node_selector_matches, node_unfit_reason
 from dra_driver.k8s.timestamps import rfc3339
@@ -97,7 +98,7 @@ class Scheduler(Lifecycle):
             informer.stop()
 
     def _on_pod(self, _: EventType, pod: Object) -> None:
-        if not (pod.get("spec") or {}).get("nodeName"):
+        if not objects.spec(pod).get("nodeName"):
             self._loop.queue.add(object_key(pod))
 
     def _wake(self, _: EventType, __: Object) -> None:
@@ -174,10 +175,10 @@ class Scheduler(Lifecycle):
         for claim in claims:
             if objects.is_deleting(claim):
                 return f"resourceclaim {claim['metadata']['name']} is being deleted"
-            allocation = (claim.get("status") or {}).get("allocation")
+            allocation = objects.status(claim).get("allocation")
             if allocation and not node_selector_matches(allocation.get("nodeSelector"), node):
                 return "resourceclaim not available on the node"
-        pending = [c for c in claims if not (c.get("status") or {}).get("allocation")]
+        pending = [c for c in claims if not objects.status(c).get("allocation")]
         allocations: list[Object] = []
         if pending:
             try:
@@ -282,13 +283,13 @@ class Scheduler(Lifecycle):
         message = f"0/{len(reasons)} nodes are available: {detail}."
         conditions = [
             c
-            for c in (pod.get("status") or {}).get("conditions") or []
+            for c in objects.status(pod).get("conditions") or []
             if c.get("type") != "PodScheduled"
         ]
         previous = next(
             (
                 c
-                for c in (pod.get("status") or {}).get("conditions") or []
+                for c in objects.status(pod).get("conditions") or []
                 if c.get("type") == "PodScheduled"
             ),
             None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from dra_driver.k8s import objects
 from gpushare_simulator.harness.apiserver import errors, strategies
 from gpushare_simulator.harness.apiserver.operations import Result
 from gpushare_simulator.harness.apiserver.resources import REGISTRY
@@ -73,9 +74,9 @@ def _unbindable(pod: JSON, name: str) -> str | None:
     """Why a pod cannot be bound now, in the server's words (``None``: it can)."""
     if pod["metadata"].get("deletionTimestamp"):
         return f"pod {name} is being deleted, cannot be assigned to a host"
-    node = (pod.get("spec") or {}).get("nodeName")
+    node = objects.spec(pod).get("nodeName")
     if node:
         return f'pod {name} is already assigned to node "{node}"'
-    if (pod.get("spec") or {}).get("schedulingGates"):
+    if objects.spec(pod).get("schedulingGates"):
         return f"pod {name} has non-empty .spec.schedulingGates"
     return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from dra_driver.k8s import objects
 from gpushare_simulator.harness.apiserver import errors
 from gpushare_simulator.harness.apiserver.dra_common import (
     dns_label,
@@ -146,15 +147,13 @@ def device_claim(devices: object, path: str, *, stored: bool = False) -> list[Fi
 
 def resource_claim(obj: JSON, _minor: int) -> list[FieldError]:
     """``ValidateResourceClaim`` (the spec; the status is checked on status writes)."""
-    return device_claim((obj.get("spec") or {}).get("devices"), "spec.devices")
+    return device_claim(objects.spec(obj).get("devices"), "spec.devices")
 
 
 def resource_claim_template(obj: JSON, _minor: int) -> list[FieldError]:
     """``ValidateResourceClaimTemplate``: its claim spec, and only labels/annotations as meta."""
-    template = obj.get("spec") or {}
-    errs = device_claim(
-        ((template.get("spec") or {}).get("devices")), "spec.spec.devices", stored=False
-    )
+    template = objects.spec(obj)
+    errs = device_claim((objects.spec(template).get("devices")), "spec.spec.devices", stored=False)
     for key in template.get("metadata") or {}:
         if key not in {"labels", "annotations"}:
             errs.append(errors.forbidden(f"spec.metadata.{key}", "must be empty"))

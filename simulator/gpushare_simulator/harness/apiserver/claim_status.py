@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from dra_driver.k8s import objects
 from gpushare_simulator.harness.apiserver import errors, formats
 from gpushare_simulator.harness.apiserver.dra_common import (
     dns_label,
@@ -141,7 +142,7 @@ def allocation(value: object, path: str, known: set[str]) -> list[FieldError]:
 def claim_status(old: JSON, new: JSON) -> list[FieldError]:
     """``validateResourceClaimStatusUpdate`` for a write to ``resourceclaims/status``."""
     status, old_status = new.get("status") or {}, old.get("status") or {}
-    known = request_names((new.get("spec") or {}).get("devices"))
+    known = request_names(objects.spec(new).get("devices"))
     reserved = status.get("reservedFor") or []
     errs = each_unique(reserved, "status.reservedFor", MAX_RESERVED_FOR, _consumer, "uid")
     allocated = _device_ids(status.get("allocation"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
+from dra_driver.k8s import objects
 from gpushare_simulator.harness.apiserver import errors, formats
 from gpushare_simulator.harness.apiserver.dra_common import (
     dns_label,
@@ -29,7 +30,7 @@ POD_UPDATE_FORBIDDEN: Final = (
 
 def object_meta(rtype: ResourceType, obj: JSON, old: JSON | None) -> list[FieldError]:
     """``ValidateObjectMeta`` (+ ``ValidateObjectMetaUpdate``'s finalizer rule)."""
-    meta = obj.get("metadata") or {}
+    meta = objects.metadata(obj)
     errs: list[FieldError] = []
     name = meta.get("name")
     if not name:
@@ -56,8 +57,8 @@ def object_meta(rtype: ResourceType, obj: JSON, old: JSON | None) -> list[FieldE
             errs.append(errors.invalid(where, finalizer, detail))
     errs += each_unique(finalizers, "metadata.finalizers", -1, lambda _f, _p: [], None)
     errs += _owner_references(meta.get("ownerReferences") or [])
-    if old is not None and (old.get("metadata") or {}).get("deletionTimestamp"):
-        before = set((old.get("metadata") or {}).get("finalizers") or [])
+    if old is not None and objects.metadata(old).get("deletionTimestamp"):
+        before = set(objects.metadata(old).get("finalizers") or [])
         added = sorted(set(finalizers) - before)
         if added:
             detail = (
@@ -83,7 +84,7 @@ def _owner_references(references: list[Any]) -> list[FieldError]:
 
 def pod(obj: JSON, _minor: int) -> list[FieldError]:
     """Check the parts of ``ValidatePodCreate`` a DRA driver's pods exercise."""
-    spec = obj.get("spec") or {}
+    spec = objects.spec(obj)
     errs: list[FieldError] = []
     names: set[str] = set()
     for group in ("initContainers", "containers"):
@@ -170,7 +171,7 @@ def _copy_key(source: JSON, target: JSON, key: str) -> None:
 
 def core_event(obj: JSON, _minor: int) -> list[FieldError]:
     """``ValidateEventCreate`` for core/v1 events: the namespaces must agree."""
-    namespace = (obj.get("metadata") or {}).get("namespace", "")
+    namespace = objects.metadata(obj).get("namespace", "")
     involved = (obj.get("involvedObject") or {}).get("namespace", "")
     if (involved and involved != namespace) or (not involved and namespace not in {"", "default"}):
         return [
@@ -205,7 +206,7 @@ def event(obj: JSON, _minor: int) -> list[FieldError]:
 
 def lease(obj: JSON, _minor: int) -> list[FieldError]:
     """``ValidateLeaseSpec``."""
-    spec = obj.get("spec") or {}
+    spec = objects.spec(obj)
     errs = []
     duration = spec.get("leaseDurationSeconds")
     if duration is not None and int(duration) <= 0:

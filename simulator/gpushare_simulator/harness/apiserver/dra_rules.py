@@ -11,6 +11,8 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any, Final
 
+from dra_driver.k8s import objects
+from dra_driver.k8s.objects import ObjectView
 from gpushare_simulator.harness.apiserver import errors, formats, quantity
 from gpushare_simulator.harness.apiserver.claim_rules import MAX_REQUESTS, selectors
 from gpushare_simulator.harness.apiserver.dra_common import (
@@ -38,7 +40,7 @@ _VALUE_KEYS: Final = ("bool", "int", "string", "version", "bools", "ints", "stri
 
 def resource_slice(obj: JSON, minor: int) -> list[FieldError]:
     """``validateResourceSliceSpec``."""
-    spec = obj.get("spec") or {}
+    spec = objects.spec(obj)
     errs = driver_name(spec.get("driver"), "spec.driver")
     pool = spec.get("pool") or {}
     errs += pool_name(pool.get("name"), "spec.pool.name")
@@ -67,7 +69,7 @@ def resource_slice(obj: JSON, minor: int) -> list[FieldError]:
     return errs
 
 
-def _node_selection(spec: JSON, path: str) -> list[FieldError]:
+def _node_selection(spec: ObjectView, path: str) -> list[FieldError]:
     errs: list[FieldError] = []
     present = []
     if spec.get("nodeName") is not None:
@@ -259,7 +261,7 @@ def _counter_set(counter_set: object, path: str) -> list[FieldError]:
 
 def device_class(obj: JSON, _minor: int) -> list[FieldError]:
     """``ValidateDeviceClass``: selectors and config limits."""
-    spec = obj.get("spec") or {}
+    spec = objects.spec(obj)
     errs = selectors(spec.get("selectors"), "spec.selectors")
 
     def config(item: object, where: str) -> list[FieldError]:

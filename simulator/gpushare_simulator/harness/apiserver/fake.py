@@ -10,6 +10,7 @@ from typing import Any
 
 from kubernetes import client
 
+from dra_driver.k8s import objects
 from dra_driver.k8s.client import TimedApiClient, bounded_retries
 from dra_driver.k8s.settings import ApiTimeouts
 from gpushare_simulator.harness.apiserver import binding, kubeconfig, patch
@@ -225,7 +226,7 @@ class FakeApiServer(Lifecycle):
     def create(self, obj: JSON) -> JSON:
         """Create an object (typed by its apiVersion/kind) like a POST, but keep its ``status``."""
         rtype = REGISTRY.for_object(obj)
-        namespace = str((obj.get("metadata") or {}).get("namespace") or "")
+        namespace = str(objects.metadata(obj).get("namespace") or "")
         if rtype.namespaced and not namespace:
             namespace = "default"
         return self.app.writer.create(rtype, namespace, obj, seed=True).as_dict()
@@ -254,7 +255,7 @@ class FakeApiServer(Lifecycle):
     def update(self, obj: JSON, *, subresource: str = "") -> JSON:
         """Replace an object like a PUT (``subresource="status"`` for ``/status``)."""
         rtype = REGISTRY.for_object(obj)
-        meta = obj.get("metadata") or {}
+        meta = objects.metadata(obj)
         return self.app.writer.update(
             rtype,
             str(meta.get("namespace") or ""),

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
+from dra_driver.k8s import objects
 from gpushare_simulator.harness.apiserver import errors, patch, rawext, rawjson, strategies
 from gpushare_simulator.harness.apiserver.admission import Webhooks
 from gpushare_simulator.harness.apiserver.claim_status import IMMUTABLE
@@ -51,7 +52,7 @@ def _same(old: JSON, new: JSON) -> bool:
 
 
 def _deleting_done(obj: JSON) -> bool:
-    meta = obj.get("metadata") or {}
+    meta = objects.metadata(obj)
     return bool(meta.get("deletionTimestamp")) and not meta.get("finalizers")
 
 

@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeVar
 
+from dra_driver.k8s import objects
 from gpushare_simulator.harness.apiserver import errors, rawext
 from gpushare_simulator.harness.apiserver.rawext import EMPTY, Raws
 from gpushare_simulator.harness.apiserver.resources import ResourceType
@@ -136,7 +137,7 @@ def guaranteed(attempt: Callable[[], T | None], what: str) -> T:
 
 def key_of(obj: JSON) -> Key:
     """``(namespace, name)`` of an object."""
-    meta = obj.get("metadata") or {}
+    meta = objects.metadata(obj)
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 

@@ -12,6 +12,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from dra_driver.k8s import objects
 from dra_driver.k8s.timestamps import rfc3339
 from gpushare_simulator.harness.apiserver import webhook_config
 from gpushare_simulator.harness.apiserver.resources import ADMISSION, ResourceType
@@ -62,7 +63,7 @@ def prepare_create(rtype: ResourceType, obj: JSON, *, keep_status: bool = False)
         if not keep_status:
             obj["status"] = {}
     elif rtype.key == "resourceclaimtemplates.resource.k8s.io":
-        _default_claim_spec((obj.get("spec") or {}).get("spec"))
+        _default_claim_spec(objects.spec(obj).get("spec"))
     elif rtype.key == "resourceslices.resource.k8s.io":
         _stamp_taints(obj.get("spec"))
     elif rtype.group == ADMISSION:
@@ -98,7 +99,7 @@ def default_fields(rtype: ResourceType, new: JSON) -> None:
     if rtype.key == "resourceclaims.resource.k8s.io":
         _default_claim_spec(new.get("spec"))
     elif rtype.key == "resourceclaimtemplates.resource.k8s.io":
-        _default_claim_spec((new.get("spec") or {}).get("spec"))
+        _default_claim_spec(objects.spec(new).get("spec"))
     elif rtype.key == "pods":
         _default_pod_spec(new.setdefault("spec", {}))
     elif rtype.key == "resourceslices.resource.k8s.io":

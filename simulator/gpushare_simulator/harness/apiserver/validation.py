@@ -13,6 +13,7 @@ from typing import Any, Final, cast
 
 import jsonschema
 
+from dra_driver.k8s import objects
 from gpushare_simulator.harness.apiserver import (
     claim_rules,
     claim_status,
@@ -230,7 +231,7 @@ class Admission:
                 errs += update_rule(old, obj)
         errs += extra
         if errs:
-            name = str((obj.get("metadata") or {}).get("name", ""))
+            name = str(objects.metadata(obj).get("name", ""))
             raise rtype.invalid(name, errs)
 
 

@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from dra_driver.k8s import objects
 from gpushare_simulator.harness.apiserver import errors
 from gpushare_simulator.harness.apiserver.resources import ADMISSION, REGISTRY, ResourceType
 from gpushare_simulator.harness.apiserver.selectors import LabelSelector, Requirement
@@ -64,7 +65,7 @@ class Request:
 
     def with_object(self, obj: JSON) -> Request:
         """Return the same request about ``obj`` (named as it is now, e.g. once generated)."""
-        name = str((obj.get("metadata") or {}).get("name") or "") or self.name
+        name = str(objects.metadata(obj).get("name") or "") or self.name
         return replace(self, obj=obj, name=name)
 
 
