@@ -16,10 +16,16 @@ Nothing here ever deletes what it cannot read as format 2:
   next prepare of it starts over;
 - a format-1 ``checkpoint.json`` (release 0.1.0) is migrated to one file per claim (added to
   those already here) and kept as ``checkpoint.json.migrated``.
+
+An entry without the claim's share (backend, policy, per-card limits: what the node monitor
+acts on) was written before entries recorded it. It gets the share once, derived from its own
+CDI spec (:func:`~dra_driver.kubeletplugin.checkpoint_v1.legacy_share`), and is written back
+with it, so nothing reads a share anywhere else afterwards.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
 import json
@@ -41,6 +47,7 @@ from dra_driver.kubeletplugin.checkpoint_v1 import (
     LegacyVersionError,
     canonical,
     decode_legacy,
+    legacy_share,
 )
 from dra_driver.kubeletplugin.entries import ClaimEntry, ClaimState
 from dra_driver.logging import get_logger
@@ -105,13 +112,35 @@ def decode(uid: str, data: bytes) -> ClaimEntry:
     return entry
 
 
+def with_legacy_share(entry: ClaimEntry) -> ClaimEntry:
+    """Return ``entry`` with the share derived from its spec if it has none (logged if none can be).
+
+    The migration of entries written before entries recorded the share; see the module.
+    """
+    if entry.share is not None:
+        return entry
+    try:
+        share = legacy_share(entry.spec)
+    except (KeyError, ValueError, TypeError, AttributeError) as exc:
+        log.warning(
+            "checkpoint.share_unknown",
+            claim_uid=entry.uid,
+            error=str(exc),
+            hint="the node monitor leaves the claim alone",
+        )
+        return entry
+    log.info("checkpoint.share_migrated", claim_uid=entry.uid)
+    return dataclasses.replace(entry, share=share)
+
+
 class Checkpoint:
     """The checkpoint directory of one plugin directory; not thread-safe (callers serialise).
 
     A load reads only the files added since the last load or save: entries are never
-    rewritten in place (a claim's file is created once and removed once), so the names in
-    the directory tell what changed, also when another plugin process (a rolling update,
-    under the node lock) wrote them.
+    rewritten in place (a claim's file is created once and removed once; the one exception,
+    an old entry given its share, changes nothing another process would not derive itself),
+    so the names in the directory tell what changed, also when another plugin process (a
+    rolling update, under the node lock) wrote them.
     """
 
     def __init__(self, plugin_dir: Path) -> None:
@@ -147,7 +176,7 @@ class Checkpoint:
     def _read(self, uid: str) -> None:
         path = self.path(uid)
         try:
-            self.claims[uid] = decode(uid, read_regular(path))
+            entry = decode(uid, read_regular(path))
         except FileNotFoundError:
             return
         except (ValueError, KeyError, TypeError) as exc:  # an unknown version is not caught
@@ -161,6 +190,24 @@ class Checkpoint:
                 error=str(exc),
                 hint="the claim's files are left as they are; the kubelet's next prepare of it "
                 "starts over",
+            )
+            return
+        if entry.share is None:
+            entry = with_legacy_share(entry)
+            if entry.share is not None:
+                self._save_share(entry)
+        self.claims[uid] = entry
+
+    def _save_share(self, entry: ClaimEntry) -> None:
+        """Write back an entry just given its share, so that it is never derived again."""
+        try:
+            atomic_write_bytes(self.path(entry.uid), encode(entry), mode=0o600)
+        except OSError as exc:
+            log.warning(
+                "checkpoint.share_not_saved",
+                claim_uid=entry.uid,
+                error=str(exc),
+                hint="it is derived again from the claim's spec at the next start",
             )
 
     def _migrate(self) -> None:
@@ -186,7 +233,9 @@ class Checkpoint:
             raise CorruptCheckpointError(
                 f"checkpoint {self.legacy} is corrupt ({exc}); moved aside to {aside}"
             ) from exc
-        completed = [e for e in legacy.values() if e.state is ClaimState.PREPARE_COMPLETED]
+        completed = [
+            with_legacy_share(e) for e in legacy.values() if e.state is ClaimState.PREPARE_COMPLETED
+        ]
         # Entries already here stay: a checkpoint.json that appears after a migration was
         # written by a release-0.1.0 plugin still running beside this one (a rolling update
         # overlaps them), which started it afresh with only the claims it prepared since.

@@ -1,17 +1,19 @@
-"""Reading the checkpoint of release 0.1.0 (format 1), so that an upgrade can migrate it.
+"""Reading what release 0.1.0 checkpointed (format 1), so that an upgrade can migrate it.
 
 Format 1 is one file, ``checkpoint.json``: ``{"checksum", "claims": {uid: entry}, "version":
 1}``, the checksum being the SHA-256 of the claims map as canonical JSON (keys sorted, no
-spaces). Nothing writes it any more.
+spaces). Nothing writes it any more. Its entries, like the format-2 entries written before
+entries recorded a claim's share, have no ``share``: :func:`legacy_share` derives it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any, Final
 
-from dra_driver.kubeletplugin.entries import ClaimEntry
+from dra_driver.kubeletplugin.entries import ClaimEntry, ShareInfo
 
 LEGACY_FILE: Final = "checkpoint.json"
 LEGACY_VERSION: Final = 1
@@ -48,3 +50,33 @@ def decode_legacy(data: bytes) -> dict[str, ClaimEntry]:
     if document.get("checksum") != digest:
         raise ValueError("checksum mismatch")
     return {uid: ClaimEntry.from_json(entry) for uid, entry in claims.items()}
+
+
+def legacy_share(spec: Mapping[str, Any] | None) -> ShareInfo:
+    """Return the share of a claim prepared before entries recorded it, from its CDI spec.
+
+    Those releases gave every container of the claim its backend, policy and per-card limits
+    in ``GPUSHARE_*`` variables, numbered over all the claim's cards. The spec is the one the
+    plugin wrote and checksummed into its entry: no container could change it. Raises
+    KeyError or ValueError when a variable is missing or holds no known value, TypeError or
+    AttributeError when the spec is not shaped as those releases wrote it.
+    """
+    edits = [(spec or {}).get("containerEdits") or {}]
+    edits += [d.get("containerEdits") or {} for d in (spec or {}).get("devices") or []]
+    env = dict(str(entry).partition("=")[::2] for edit in edits for entry in edit.get("env") or [])
+    uuids = [uuid for uuid in env["GPUSHARE_DEVICE_UUIDS"].split(",") if uuid]
+    return ShareInfo.from_json(
+        {
+            "backend": env["GPUSHARE_BACKEND"],
+            "isolation": env["GPUSHARE_ISOLATION"],
+            "priority": env["GPUSHARE_PRIORITY"],
+            "cards": [
+                {
+                    "uuid": uuid,
+                    "cores": env[f"GPUSHARE_CORES_{i}"],
+                    "memory_bytes": env[f"GPUSHARE_MEMORY_BYTES_{i}"],
+                }
+                for i, uuid in enumerate(uuids)
+            ],
+        }
+    )

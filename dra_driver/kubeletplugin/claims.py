@@ -31,6 +31,8 @@ from dra_driver.cdi import (
     check_share_id,
     qualified_name,
 )
+from dra_driver.k8s import objects
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.quantity import (
     QuantityError,
     QuantityFormat,
@@ -43,8 +45,6 @@ from dra_driver.kubeletplugin.entries import PreparedDevice, ShareCard, ShareInf
 from dra_driver.nvml.card import Card
 from dra_driver.publishing.slices import device_name
 from dra_driver.structured.config import parent_request, share_config
-
-Object = dict[str, Any]
 
 
 class ClaimError(Exception):
@@ -166,7 +166,7 @@ def prepare_claim(
 ) -> PreparedClaim:
     """Work out the answer and CDI spec for ``claim``; raise :class:`ClaimError` if impossible."""
     uid = claim["metadata"]["uid"]
-    allocation = (claim.get("status") or {}).get("allocation")
+    allocation = objects.status(claim).get("allocation")
     if not allocation:
         raise ClaimError("the claim is not allocated")
     results = [r for r in _checked_results(allocation) if r["driver"] == names.driver]
@@ -202,7 +202,7 @@ def prepare_claim(
         edits = build_claim_edits(uid, shares, effective, host)
     except UnsupportedPolicyError as exc:
         raise ClaimError(str(exc)) from exc
-    info = _share_info(claim, shares, effective)
+    info = _share_info(claim, shares, effective, backend)
     if admin:  # not a share: the node monitor and the usage metrics leave it alone
         info = dataclasses.replace(info, cards=())
     if effective.backend is Backend.HAMI_CORE and len(info.pods) > 1:
@@ -235,18 +235,20 @@ def _admin_access(results: Sequence[Object]) -> bool:
     return kinds == {True}
 
 
-def _share_info(claim: Object, shares: Sequence[CardShare], config: EffectiveConfig) -> ShareInfo:
+def _share_info(
+    claim: Object, shares: Sequence[CardShare], config: EffectiveConfig, backend: Backend
+) -> ShareInfo:
     """Return what the node monitor and metrics trust about the claim (the API's view)."""
-    reserved = (claim.get("status") or {}).get("reservedFor") or []
+    reserved = objects.status(claim).get("reservedFor") or []
     pods = tuple(
         str(ref.get("name"))
         for ref in reserved
         if isinstance(ref, dict) and ref.get("resource") == "pods" and ref.get("name")
     )
     return ShareInfo(
-        backend=str(config.backend),
-        isolation=str(config.isolation),
-        priority=str(config.priority),
+        backend=backend,
+        isolation=config.isolation,
+        priority=config.priority,
         pods=pods,
         cards=tuple(
             ShareCard(limit.card.uuid, limit.cores, limit.memory_bytes)

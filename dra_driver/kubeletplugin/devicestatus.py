@@ -20,12 +20,12 @@ from typing import Any, Final
 
 from dra_driver.k8s import objects
 from dra_driver.k8s.errors import ForbiddenError, InvalidError
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.reconcile import ReconcileLoop
 from dra_driver.logging import get_logger
 
 log = get_logger(__name__)
 
-Object = dict[str, Any]
 _READY_REASON: Final = "Prepared"
 
 
@@ -119,10 +119,10 @@ class StatusReporter:
             return
         namespace, name = key
         claim = self._get_claim(namespace, name)  # NotFoundError: the loop drops the key
-        if objects.uid(claim) != pending.uid or not (claim.get("status") or {}).get("allocation"):
+        if objects.uid(claim) != pending.uid or not objects.status(claim).get("allocation"):
             self._forget(key, pending)
             return
-        current = (claim.get("status") or {}).get("devices") or []
+        current = objects.status(claim).get("devices") or []
         ours = device_entries(self._driver, pending.statuses, self._now(), self._node)
         body = {
             "metadata": {"resourceVersion": claim["metadata"]["resourceVersion"]},

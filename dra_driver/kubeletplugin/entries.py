@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any
+from typing import Any, TypeVar
+
+from dra_driver.api import Backend, Isolation, Priority
+
+_Member = TypeVar("_Member", bound=enum.StrEnum)
 
 
 class ClaimState(enum.StrEnum):
@@ -17,6 +21,15 @@ class ClaimState(enum.StrEnum):
 
     PREPARE_STARTED = "PrepareStarted"
     PREPARE_COMPLETED = "PrepareCompleted"
+
+
+def _member(kind: type[_Member], value: object, field: str) -> _Member:
+    """Return the member of ``kind`` that ``value`` names; ValueError naming ``field`` if none."""
+    for member in kind:
+        if member.value == value:
+            return member
+    allowed = ", ".join(member.value for member in kind)
+    raise ValueError(f"{field} is {value!r}, not one of {allowed}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,24 +60,30 @@ class ShareInfo:
     could claim a higher priority or another card there.
     """
 
-    backend: str
-    isolation: str
-    priority: str
+    backend: Backend
+    isolation: Isolation
+    priority: Priority
     pods: tuple[str, ...]
     """The pods the claim was reserved for when it was prepared."""
     cards: tuple[ShareCard, ...]
 
     def to_json(self) -> dict[str, Any]:
         """Serialise for the checkpoint file."""
-        return dataclasses.asdict(self)
+        return {
+            "backend": str(self.backend),
+            "isolation": str(self.isolation),
+            "priority": str(self.priority),
+            "pods": list(self.pods),
+            "cards": [dataclasses.asdict(card) for card in self.cards],
+        }
 
     @classmethod
     def from_json(cls, document: dict[str, Any]) -> ShareInfo:
-        """Read back what :meth:`to_json` wrote."""
+        """Read back what :meth:`to_json` wrote; ValueError naming a field of no known value."""
         return cls(
-            backend=str(document["backend"]),
-            isolation=str(document["isolation"]),
-            priority=str(document["priority"]),
+            backend=_member(Backend, document["backend"], "share.backend"),
+            isolation=_member(Isolation, document["isolation"], "share.isolation"),
+            priority=_member(Priority, document["priority"], "share.priority"),
             pods=tuple(str(pod) for pod in document.get("pods") or ()),
             cards=tuple(
                 ShareCard(str(c["uuid"]), int(c["cores"]), int(c["memory_bytes"]))
@@ -118,7 +137,7 @@ class ClaimEntry:
             uid=document["uid"],
             namespace=document["namespace"],
             name=document["name"],
-            state=ClaimState(document["state"]),
+            state=_member(ClaimState, document["state"], "state"),
             spec_file=document["spec_file"],
             devices=devices,
             spec=document.get("spec"),

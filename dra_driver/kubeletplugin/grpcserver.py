@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final, TypeVar, cast
 
 import grpc
 
@@ -38,6 +38,8 @@ from dra_driver.nvml.card import Card, Health
 from dra_driver.publishing.slices import device_name
 
 log = get_logger(__name__)
+
+_Result = TypeVar("_Result")
 
 SERVICES: Final = (
     "v1.DRAPlugin",
@@ -109,20 +111,32 @@ class _DraPlugin:
     ) -> None:
         self._module, self._preparer, self._metrics = module, preparer, metrics
 
-    def _refs(self, claims: Sequence[Any]) -> list[ClaimRef]:
-        return [ClaimRef(c.namespace, c.uid, c.name) for c in claims]
+    def _each_claim(
+        self,
+        verb: str,
+        claims: Sequence[Any],
+        call: Callable[[list[ClaimRef]], dict[str, _Result]],
+        failed: Callable[[str], _Result],
+    ) -> tuple[dict[str, _Result], float]:
+        """Run ``call`` on the claims; return each claim's result and its share of the time.
+
+        A node lock that another plugin process holds too long fails the whole call.
+        """
+        started = time.perf_counter()
+        refs = [ClaimRef(c.namespace, c.uid, c.name) for c in claims]
+        try:
+            results = call(refs)
+        except LockTimeoutError as exc:
+            log.error(f"{verb}.node_lock", error=str(exc))  # noqa: TRY400 - says it all
+            results = {ref.uid: failed(str(exc)) for ref in refs}
+        # The claims of one call are handled one after another: each gets its share of the time.
+        return results, (time.perf_counter() - started) / max(1, len(results))
 
     def NodePrepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802, ANN401
         """Prepare every claim of the request; each gets its own answer or error."""
-        started = time.perf_counter()
-        refs = self._refs(request.claims)
-        try:
-            outcomes = self._preparer.prepare(refs)
-        except LockTimeoutError as exc:
-            log.error("prepare.node_lock", error=str(exc))  # noqa: TRY400 - says it all
-            outcomes = {ref.uid: Outcome(error=str(exc)) for ref in refs}
-        # Claims of one call are prepared one after another: each gets its share of the time.
-        per_claim = (time.perf_counter() - started) / max(1, len(outcomes))
+        outcomes, per_claim = self._each_claim(
+            "prepare", request.claims, self._preparer.prepare, lambda error: Outcome(error=error)
+        )
         response = self._module.NodePrepareResourcesResponse()
         v1 = self._module is dra_v1
         for uid, outcome in outcomes.items():
@@ -144,14 +158,9 @@ class _DraPlugin:
 
     def NodeUnprepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802, ANN401
         """Unprepare every claim of the request."""
-        started = time.perf_counter()
-        refs = self._refs(request.claims)
-        try:
-            errors = self._preparer.unprepare(refs)
-        except LockTimeoutError as exc:
-            log.error("unprepare.node_lock", error=str(exc))  # noqa: TRY400 - says it all
-            errors = {ref.uid: str(exc) for ref in refs}
-        per_claim = (time.perf_counter() - started) / max(1, len(errors))
+        errors, per_claim = self._each_claim(
+            "unprepare", request.claims, self._preparer.unprepare, str
+        )
         response = self._module.NodeUnprepareResourcesResponse()
         for uid, error in errors.items():
             response.claims[uid].error = error

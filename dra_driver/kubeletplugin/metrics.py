@@ -11,7 +11,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from dra_driver.kubeletplugin.monitor import CardUse
+    from dra_driver.kubeletplugin.monitor import ClaimActivity
 
 
 class CallMetrics:
@@ -78,7 +78,7 @@ class ShareCollector(Collector):
     def __init__(
         self,
         node: str,
-        usage: Callable[[], Iterable[CardUse]],
+        usage: Callable[[], Iterable[ClaimActivity]],
         refused: Callable[[], Mapping[str, int]],
     ) -> None:
         self._node, self._usage, self._refused = node, usage, refused
@@ -98,7 +98,7 @@ class ShareCollector(Collector):
             info = use.claim.info
             labels = [
                 self._node, use.claim.namespace, ",".join(info.pods), use.claim.name, use.uuid,
-                info.priority, info.isolation,
+                str(info.priority), str(info.isolation),
             ]  # fmt: skip
             families["memory_used_bytes"].add_metric(labels, use.memory_used)
             families["memory_limit_bytes"].add_metric(labels, use.memory_limit)

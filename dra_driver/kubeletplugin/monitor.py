@@ -21,19 +21,14 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
-from dra_driver.api import Backend, Priority
+from dra_driver.api import Backend
 from dra_driver.cdi.backends import PRIORITY_LEVEL
 from dra_driver.hamicore.feedback import Decision, RegionState, decide, released
 from dra_driver.hamicore.region import RegionError
 from dra_driver.hamicore.regionfile import RegionFile, RegionRead
-from dra_driver.kubeletplugin.entries import (
-    ClaimEntry,
-    ClaimState,
-    ShareCard,
-    ShareInfo,
-)
+from dra_driver.kubeletplugin.entries import ClaimEntry, ClaimState, ShareInfo
 from dra_driver.logging import carry, get_logger
 from dra_driver.metrics.watchdog import Heartbeat, stall_reason
 
@@ -56,7 +51,7 @@ class MonitoredClaim:
 
 
 @dataclasses.dataclass(frozen=True)
-class CardUse:
+class ClaimActivity:
     """One claim's use of one card in the last period, over all its regions."""
 
     claim: MonitoredClaim
@@ -94,7 +89,7 @@ class RegionMonitor:
         one; ``None`` where unknown (fake cards): then every slot with a PID counts."""
         self._open: dict[Path, _Open] = {}
         self._refused: dict[tuple[Path, tuple[int, int] | None], str] = {}
-        self._usage: list[CardUse] = []
+        self._usage: list[ClaimActivity] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -102,7 +97,7 @@ class RegionMonitor:
 
     # -- what others read --------------------------------------------------------------------
 
-    def usage(self) -> list[CardUse]:
+    def usage(self) -> list[ClaimActivity]:
         """Each monitored claim's use of each of its cards, as of the last period."""
         with self._lock:
             return list(self._usage)
@@ -253,7 +248,7 @@ class RegionMonitor:
         return RegionState(
             key=str(path),
             uuids=cards,
-            priority=PRIORITY_LEVEL[Priority(info.priority)],
+            priority=PRIORITY_LEVEL[info.priority],
             recent_kernel=read.recent_kernel,
             utilization_switch=read.utilization_switch,
             busy=frozenset(c.uuid for c in read.cards if c.sm_util > 0 and c.uuid in allocated),
@@ -261,7 +256,7 @@ class RegionMonitor:
 
     def _summarise(
         self, claims: Mapping[str, MonitoredClaim], decisions: Iterable[Decision]
-    ) -> list[CardUse]:
+    ) -> list[ClaimActivity]:
         suspended = {Path(d.key) for d in decisions if d.suspended}
         # (claim UID, card UUID) -> memory used, SM utilisation, suspended, over its regions
         totals: dict[tuple[str, str], tuple[int, int, bool]] = {}
@@ -279,7 +274,7 @@ class RegionMonitor:
             for card in claim.info.cards:
                 used, util, held = totals.get((claim.uid, card.uuid), (0, 0, False))
                 usage.append(
-                    CardUse(
+                    ClaimActivity(
                         claim=claim,
                         uuid=card.uuid,
                         memory_used=used,
@@ -308,35 +303,16 @@ def _identity(path: Path) -> tuple[int, int]:
 def monitored_claims(entries: Iterable[ClaimEntry]) -> list[MonitoredClaim]:
     """Return the prepared ``hami-core`` claims among checkpoint ``entries``.
 
-    An entry written before the checkpoint recorded what the API said of the claim is read
-    from the ``GPUSHARE_*`` variables of its stored CDI spec, which the plugin wrote itself.
+    An entry without a share, one whose share the checkpoint could not derive when it loaded
+    it, is left alone.
     """
     claims = []
     for entry in entries:
-        if entry.state is not ClaimState.PREPARE_COMPLETED:
-            continue
-        info = entry.share or _from_spec(entry.spec)
-        if info is not None and info.backend == Backend.HAMI_CORE:
-            claims.append(MonitoredClaim(entry.uid, entry.namespace, entry.name, info))
+        share = entry.share
+        if (
+            entry.state is ClaimState.PREPARE_COMPLETED
+            and share is not None
+            and share.backend is Backend.HAMI_CORE
+        ):
+            claims.append(MonitoredClaim(entry.uid, entry.namespace, entry.name, share))
     return claims
-
-
-def _from_spec(spec: Mapping[str, Any] | None) -> ShareInfo | None:
-    edits = [(spec or {}).get("containerEdits") or {}]
-    edits += [d.get("containerEdits") or {} for d in (spec or {}).get("devices") or []]
-    env = dict(str(entry).partition("=")[::2] for edit in edits for entry in edit.get("env") or [])
-    try:
-        uuids = [u for u in env["GPUSHARE_DEVICE_UUIDS"].split(",") if u]
-        cards = tuple(
-            ShareCard(uuid, int(env[f"GPUSHARE_CORES_{i}"]), int(env[f"GPUSHARE_MEMORY_BYTES_{i}"]))
-            for i, uuid in enumerate(uuids)
-        )
-        return ShareInfo(
-            backend=env["GPUSHARE_BACKEND"],
-            isolation=env["GPUSHARE_ISOLATION"],
-            priority=env["GPUSHARE_PRIORITY"],
-            pods=(),
-            cards=cards,
-        )
-    except (KeyError, ValueError):
-        return None

@@ -22,24 +22,23 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Any, Final, Unpack
 
 from kubernetes import client
 
 from dra_driver.api import DriverNames
-from dra_driver.k8s import raw
+from dra_driver.k8s import objects, raw
 from dra_driver.k8s.client import timeouts_of
 from dra_driver.k8s.errors import ApiError, NotFoundError, RetryableError
 from dra_driver.k8s.informer import EventType, Informer
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.reconcile import ReconcileLoop, Requeue
-from dra_driver.kubeletplugin.slicefeatures import ServerFeatures
+from dra_driver.kubeletplugin.slicefeatures import FeatureOptions, ServerFeatures
 from dra_driver.logging import get_logger
 from dra_driver.metrics.watchdog import Watched
 from dra_driver.nvml.card import Card, Health
 from dra_driver.publishing.slices import desired_slices, unhealthy_taint_key
 from dra_driver.publishing.slicesync import carry_taint_times, plan_sync, slice_name
-
-Object = dict[str, Any]
 
 log = get_logger(__name__)
 
@@ -74,21 +73,13 @@ class SlicePublisher:
         names: DriverNames,
         node_name: str,
         *,
-        on_capacity_unsupported: Callable[[str], None] | None = None,
-        on_capacity_change: Callable[[bool], None] | None = None,
-        recheck_seconds: float = 60.0,
         unhealthy_effect: str = "NoSchedule",
+        **features: Unpack[FeatureOptions],
     ) -> None:
         self._names = names
         self._node_name = node_name
         self._unhealthy_effect = unhealthy_effect
-        self._features = ServerFeatures(
-            api_client,
-            unhealthy_taint_key(names),
-            recheck_seconds=recheck_seconds,
-            on_capacity_unsupported=on_capacity_unsupported,
-            on_capacity_change=on_capacity_change,
-        )
+        self._features = ServerFeatures(api_client, unhealthy_taint_key(names), **features)
         self._resource = client.ResourceV1Api(api_client)
         self._api_client = api_client
         self._lock = threading.Lock()
@@ -244,7 +235,7 @@ class SlicePublisher:
         except ApiError as exc:
             log.warning("slices.read_back_failed", error=str(exc))
             return  # the next pass goes by the informer, as before
-        version = _version((listed.get("metadata") or {}).get("resourceVersion"))
+        version = _version(objects.metadata(listed).get("resourceVersion"))
         self._live = (version, list(listed.get("items") or []))
 
     def _apply(self, desired: list[Object]) -> None:

@@ -19,17 +19,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final, TypedDict, Unpack
 
 from kubernetes import client
 
 from dra_driver.k8s import raw
 from dra_driver.k8s.errors import ApiError
+from dra_driver.k8s.objects import Object
 from dra_driver.k8s.reconcile import Requeue
 from dra_driver.logging import get_logger
 from dra_driver.publishing.slicesync import keeps_capacity, keeps_taints, with_generation
-
-Object = dict[str, Any]
 
 log = get_logger(__name__)
 
@@ -58,24 +57,27 @@ def sharing_mode(supported: bool | None) -> str:
     )
 
 
+class FeatureOptions(TypedDict, total=False):
+    """When :class:`ServerFeatures` asks again, and whom it tells; the publisher passes them on."""
+
+    recheck_seconds: float
+    """How long a "no" holds before it is asked again; a minute unless given."""
+    on_capacity_unsupported: Callable[[str], None]
+    on_capacity_change: Callable[[bool], None]
+
+
 class ServerFeatures:
     """The publisher's knowledge of what the API server keeps, and when to ask again."""
 
     def __init__(
-        self,
-        api_client: client.ApiClient,
-        taint_key: str,
-        *,
-        recheck_seconds: float,
-        on_capacity_unsupported: Callable[[str], None] | None = None,
-        on_capacity_change: Callable[[bool], None] | None = None,
+        self, api_client: client.ApiClient, taint_key: str, **options: Unpack[FeatureOptions]
     ) -> None:
         self._api_client = api_client
         self._resource = client.ResourceV1Api(api_client)
         self._taint_key = taint_key
-        self._recheck_seconds = recheck_seconds
-        self._on_capacity_unsupported = on_capacity_unsupported
-        self._on_capacity_change = on_capacity_change
+        self._recheck_seconds = options.get("recheck_seconds", 60.0)
+        self._on_capacity_unsupported = options.get("on_capacity_unsupported")
+        self._on_capacity_change = options.get("on_capacity_change")
         self.capacity: bool | None = None
         """Whether consumable-capacity fields are kept; ``None`` until asked."""
         self.taints: bool | None = None

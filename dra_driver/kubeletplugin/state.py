@@ -34,6 +34,7 @@ from dra_driver.cdi import (
 )
 from dra_driver.cdi.backends import HAMI_LIBRARY_PATH
 from dra_driver.k8s.errors import ApiError, NotFoundError
+from dra_driver.k8s.objects import Object
 from dra_driver.kubeletplugin.checkpoint import (
     Checkpoint,
     CorruptCheckpointError,
@@ -49,7 +50,6 @@ from dra_driver.nvml.card import Card
 
 log = get_logger(__name__)
 
-Object = dict[str, Any]
 
 # Test hook for crash tests: the process stops here (and says so in a file) until killed.
 PAUSE_ENV: Final = "GPUSHARE_TEST_PAUSE_AT"

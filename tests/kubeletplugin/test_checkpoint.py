@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -14,18 +15,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
+from dra_driver.api import Backend, Isolation, Priority
+from dra_driver.kubeletplugin import checkpoint as checkpoint_module
 from dra_driver.kubeletplugin.checkpoint import (
     Checkpoint,
     CorruptCheckpointError,
     UnknownCheckpointVersionError,
 )
-from dra_driver.kubeletplugin.entries import ClaimEntry, ClaimState, PreparedDevice
+from dra_driver.kubeletplugin.entries import ClaimEntry, ClaimState, PreparedDevice, ShareCard
+from dra_driver.kubeletplugin.monitor import monitored_claims
 
 UID_A = "0f1e2d3c-4b5a-4978-8796-a5b4c3d2e1f0"
 UID_B = "1a2b3c4d-5e6f-4a0b-8c1d-2e3f4a5b6c7d"
 UID_C = "9e8d7c6b-5a49-4837-a261-504f3e2d1c0b"
 SHARE = "11111111-2222-4333-8444-555555555555"
 STAMP = r"\d{8}T\d{6}\.\d{6}Z"
+GPU = "GPU-aaaaaaaa-0000-4000-8000-000000000001"
+GI = 1 << 30
+SHARE_JSON = {"backend": "hami-core", "isolation": "burst-share", "priority": "online"}
 
 
 def started(uid: str, name: str = "c") -> ClaimEntry:
@@ -200,6 +207,16 @@ TAMPERINGS: list[object] = [
         id="unknown-state",
     ),
     pytest.param(
+        _resigned(lambda d: d["claim"].update(share={**SHARE_JSON, "priority": "urgent"})),  # type: ignore[attr-defined]
+        "share.priority is 'urgent', not one of online, offline",
+        id="unknown-priority",
+    ),
+    pytest.param(
+        _resigned(lambda d: d["claim"].update(share={**SHARE_JSON, "backend": "cuda"})),  # type: ignore[attr-defined]
+        "share.backend is 'cuda', not one of hami-core, mps, none",
+        id="unknown-backend",
+    ),
+    pytest.param(
         _resigned(lambda d: d["claim"].update(uid=UID_C)),  # type: ignore[attr-defined]
         f"holds claim {UID_C}",
         id="another-claim-inside",
@@ -316,3 +333,38 @@ def test_a_damaged_format_1_checkpoint_is_moved_aside_and_reported(tmp_path: Pat
     assert aside.read_bytes() == damaged
     assert [e["log_level"] for e in logs if e["event"] == "checkpoint.corrupt"] == ["error"]
     assert reloaded(tmp_path) == {}
+
+
+def written_before_shares(uid: str) -> ClaimEntry:
+    """Return an entry as releases before the share wrote it: policy only in the spec's env."""
+    env = [
+        f"GPUSHARE_DEVICE_UUIDS={GPU}", "GPUSHARE_CORES_0=30", f"GPUSHARE_MEMORY_BYTES_0={GI}",
+        "GPUSHARE_ISOLATION=fixed-share", "GPUSHARE_PRIORITY=offline", "GPUSHARE_BACKEND=hami-core",
+    ]  # fmt: skip
+    entry = completed(uid)
+    assert entry.spec is not None
+    return dataclasses.replace(entry, spec={**entry.spec, "containerEdits": {"env": env}})
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["format-2", "format-1"])
+def test_an_entry_without_a_share_is_monitored_after_the_upgrade(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, legacy: bool
+) -> None:
+    """An old entry gets its share from its spec once, at load, and is written back: monitored."""
+    if legacy:
+        (tmp_path / "checkpoint.json").write_bytes(format_1([written_before_shares(UID_A)]))
+    else:
+        Checkpoint(tmp_path).put(written_before_shares(UID_A))
+    with capture_logs() as logs:
+        (claim,) = monitored_claims(reloaded(tmp_path).values())
+    assert [e["claim_uid"] for e in logs if e["event"] == "checkpoint.share_migrated"] == [UID_A]
+    assert (claim.uid, claim.info.backend, claim.info.isolation, claim.info.priority) == (
+        UID_A, Backend.HAMI_CORE, Isolation.FIXED_SHARE, Priority.OFFLINE,
+    )  # fmt: skip
+    assert claim.info.cards == (ShareCard(GPU, 30, GI),)
+
+    def derived_again(spec: object) -> None:
+        raise AssertionError("the share was derived a second time")
+
+    monkeypatch.setattr(checkpoint_module, "legacy_share", derived_again)
+    assert reloaded(tmp_path)[UID_A].share == claim.info

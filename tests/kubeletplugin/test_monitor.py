@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
 from collections.abc import Callable
@@ -13,7 +14,9 @@ from hamicore.golden import golden_region
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
+from dra_driver.api import Backend, Isolation, Priority
 from dra_driver.hamicore.layout import INT32
+from dra_driver.kubeletplugin import monitor as monitor_module
 from dra_driver.kubeletplugin.entries import (
     ClaimEntry,
     ClaimState,
@@ -35,10 +38,14 @@ class Node:
         self.claims: dict[str, MonitoredClaim] = {}
 
     def claim(
-        self, uid: str, priority: str, cards: tuple[str, ...] = (A,), isolation: str = "burst-share"
+        self,
+        uid: str,
+        priority: Priority,
+        cards: tuple[str, ...] = (A,),
+        isolation: Isolation = Isolation.BURST_SHARE,
     ) -> MonitoredClaim:
         info = ShareInfo(
-            backend="hami-core",
+            backend=Backend.HAMI_CORE,
             isolation=isolation,
             priority=priority,
             pods=(f"pod-{uid}",),
@@ -71,8 +78,8 @@ class Node:
         self, running: Callable[[], set[int] | None] = lambda: None
     ) -> tuple[FakeTask, FakeTask, RegionMonitor]:
         """Online work busy (hostpid 1001, 30 %) on the card holds offline work after a pass."""
-        self.claim("on", "online")
-        self.claim("off", "offline")
+        self.claim("on", Priority.ONLINE)
+        self.claim("off", Priority.OFFLINE)
         online, offline = self.task("on"), self.task("off", priority=1)
         monitor = self.monitor(running=running)
         report_sm_use(online, 30)
@@ -98,8 +105,8 @@ def test_offline_work_is_suspended_at_the_next_pass_and_resumed_when_online_idle
     node: Node,
 ) -> None:
     """Online busy: offline held at the next pass; once online reports no SM use: it runs."""
-    node.claim("on", "online")
-    node.claim("off", "offline")
+    node.claim("on", Priority.ONLINE)
+    node.claim("off", Priority.OFFLINE)
     online, offline = node.task("on"), node.task("off", priority=1)
     monitor = node.monitor()
     report_sm_use(online, 30)
@@ -147,8 +154,8 @@ def test_without_nvmls_list_every_slot_with_a_pid_counts(node: Node) -> None:
 
 def test_a_bursting_task_no_longer_marks_its_launches_yet_counts_as_busy(node: Node) -> None:
     """Lone online work bursts, so its launches go unmarked; its SM use alone holds offline."""
-    node.claim("on", "online")
-    node.claim("off", "offline")
+    node.claim("on", Priority.ONLINE)
+    node.claim("off", Priority.OFFLINE)
     online, offline = node.task("on"), node.task("off", priority=1)
     monitor = node.monitor()
     online.launch()
@@ -168,8 +175,8 @@ def test_a_bursting_task_no_longer_marks_its_launches_yet_counts_as_busy(node: N
 
 def test_a_lone_busy_burst_share_task_bursts_and_two_busy_peers_do_not(node: Node) -> None:
     """Alone and busy: switch 0; with a busy peer of its priority on the card: both 1."""
-    node.claim("a", "online")
-    node.claim("b", "online")
+    node.claim("a", Priority.ONLINE)
+    node.claim("b", Priority.ONLINE)
     first, second = node.task("a"), node.task("b")
     monitor = node.monitor()
     report_sm_use(first, 30)
@@ -184,8 +191,8 @@ def test_a_lone_busy_burst_share_task_bursts_and_two_busy_peers_do_not(node: Nod
 
 def test_priority_and_cards_come_from_the_claim_not_from_the_region(node: Node) -> None:
     """An offline claim's region posing as online on another card suspends nobody there."""
-    node.claim("on", "online", cards=(B,))
-    node.claim("off", "offline", cards=(A,))
+    node.claim("on", Priority.ONLINE, cards=(B,))
+    node.claim("off", Priority.OFFLINE, cards=(A,))
     victim = node.task("on", cards=(B,))
     # The offline container writes priority 0 and names card B as its own.
     impostor = node.task("off", cards=(A, B), priority=0)
@@ -198,8 +205,8 @@ def test_priority_and_cards_come_from_the_claim_not_from_the_region(node: Node) 
 
 def test_a_claim_spanning_two_cards_is_suspended_by_online_work_on_either(node: Node) -> None:
     """Offline on A and B; online busy on B only: offline is held."""
-    node.claim("on", "online", cards=(B,))
-    node.claim("off", "offline", cards=(A, B))
+    node.claim("on", Priority.ONLINE, cards=(B,))
+    node.claim("off", Priority.OFFLINE, cards=(A, B))
     online, offline = node.task("on", cards=(B,)), node.task("off", cards=(A, B), priority=1)
     online.launch()
     offline.launch()
@@ -209,8 +216,8 @@ def test_a_claim_spanning_two_cards_is_suspended_by_online_work_on_either(node: 
 
 def test_stop_resumes_what_it_suspended_and_enforces_every_limit(node: Node) -> None:
     """After stop no task stays held and none keeps a burst nobody will end."""
-    node.claim("on", "online")
-    node.claim("off", "offline")
+    node.claim("on", Priority.ONLINE)
+    node.claim("off", Priority.OFFLINE)
     online, offline = node.task("on"), node.task("off", priority=1)
     online.launch()
     offline.launch()
@@ -230,10 +237,10 @@ def test_a_restarted_monitor_lifts_a_dead_monitors_suspension_in_its_first_pass(
     node: Node,
 ) -> None:
     """A region left held by a killed monitor, with no online work left, runs again."""
-    node.claim("off", "offline")
+    node.claim("off", Priority.OFFLINE)
     offline = node.task("off", priority=1)
     offline.launch()
-    node.claim("on", "online")
+    node.claim("on", Priority.ONLINE)
     online = node.task("on")
     online.launch()
     node.monitor().tick()  # this monitor is then "killed": no stop(), no release
@@ -245,7 +252,7 @@ def test_a_restarted_monitor_lifts_a_dead_monitors_suspension_in_its_first_pass(
 
 def test_an_unknown_region_is_logged_once_counted_and_never_written(node: Node) -> None:
     """A region of a format it does not know is left alone, said once, and shows in metrics."""
-    node.claim("x", "offline")
+    node.claim("x", Priority.OFFLINE)
     path = node.root / "x" / "gpu.cache"
     data = bytearray(golden_region())
     INT32.pack_into(data, 8, 9)  # version 1.9
@@ -265,8 +272,8 @@ def test_an_unknown_region_is_logged_once_counted_and_never_written(node: Node) 
 
 def test_a_hostile_region_never_stops_the_monitor_from_serving_the_others(node: Node) -> None:
     """Symlink, FIFO and truncated files beside a real region: the real one is still decided."""
-    node.claim("on", "online")
-    node.claim("off", "offline")
+    node.claim("on", Priority.ONLINE)
+    node.claim("off", Priority.OFFLINE)
     (node.root / "off" / "link.cache").symlink_to("/etc/hostname")
     os.mkfifo(node.root / "off" / "fifo.cache")
     (node.root / "off" / "short.cache").write_bytes(b"\x4e\xf9\x2f\x01" + bytes(100))
@@ -282,8 +289,8 @@ def test_a_hostile_region_never_stops_the_monitor_from_serving_the_others(node: 
 
 def test_usage_metrics_follow_prepared_claims_and_go_with_them(node: Node) -> None:
     """Memory used and limit, SM use and suspension per claim and card; gone once unprepared."""
-    node.claim("on", "online")
-    node.claim("off", "offline", isolation="fixed-share")
+    node.claim("on", Priority.ONLINE)
+    node.claim("off", Priority.OFFLINE, isolation=Isolation.FIXED_SHARE)
     online, offline = node.task("on"), node.task("off", priority=1)
     online.set_processes([FakeProcess(1, 1001, [GI], [40]), FakeProcess(2, 1002, [GI // 2], [5])])
     online.launch()
@@ -309,10 +316,11 @@ def test_usage_metrics_follow_prepared_claims_and_go_with_them(node: Node) -> No
     assert sample("gpushare_share_suspended", held) is None
 
 
-def test_only_completed_hami_core_claims_are_monitored() -> None:
-    """Claims of other backends, half-prepared ones and undecodable old entries are left out."""
-    info = ShareInfo("hami-core", "burst-share", "online", ("p",), (ShareCard(A, 30, GI),))
-    mps = ShareInfo("mps", "fixed-share", "online", ("p",), (ShareCard(A, 30, GI),))
+def test_only_completed_hami_core_claims_with_a_share_are_monitored() -> None:
+    """Other backends, half-done claims and entries with no share, whatever their spec, are out."""
+    cards = (ShareCard(A, 30, GI),)
+    info = ShareInfo(Backend.HAMI_CORE, Isolation.BURST_SHARE, Priority.ONLINE, ("p",), cards)
+    mps = ShareInfo(Backend.MPS, Isolation.FIXED_SHARE, Priority.ONLINE, ("p",), cards)
     old_spec = {
         "containerEdits": {
             "env": [
@@ -328,9 +336,10 @@ def test_only_completed_hami_core_claims_are_monitored() -> None:
         ClaimEntry("u2", "ns", "c2", done, "f2", share=mps),
         ClaimEntry("u3", "ns", "c3", ClaimState.PREPARE_STARTED, "f3", share=info),
         ClaimEntry("u4", "ns", "c4", done, "f4", spec=old_spec),
-        ClaimEntry("u5", "ns", "c5", done, "f5", spec={"containerEdits": {}}),
     ]
-    claims = {claim.uid: claim for claim in monitored_claims(entries)}
-    assert set(claims) == {"u1", "u4"}
-    assert claims["u4"].info.priority == "offline"
-    assert claims["u4"].info.cards == (ShareCard(A, 30, GI),)
+    assert monitored_claims(entries) == [MonitoredClaim("u1", "ns", "c1", info)]
+
+
+def test_the_monitor_reads_no_environment_variables() -> None:
+    """What the monitor acts on comes from checkpoint entries, never from GPUSHARE_ variables."""
+    assert "GPUSHARE_" not in inspect.getsource(monitor_module)

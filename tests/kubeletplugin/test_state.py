@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from dra_driver.api import DEFAULT_DRIVER_NAME, Backend, DriverNames
+from dra_driver.api import DEFAULT_DRIVER_NAME, Backend, DriverNames, Isolation, Priority
 from dra_driver.cdi import spec_file_name, validate_spec
 from dra_driver.k8s.errors import NotFoundError
 from dra_driver.kubeletplugin import checkpoint as checkpoint_module
@@ -594,7 +594,12 @@ def test_the_checkpoint_records_what_the_api_said_of_the_claim(node: Node) -> No
     assert prepare_one(preparer, ref)[1] == ""
     share = preparer.prepared[ref.uid].share
     assert share is not None
-    assert (share.backend, share.priority, share.pods) == ("hami-core", "offline", ("p",))
+    assert (share.backend, share.priority, share.pods) == (
+        Backend.HAMI_CORE,
+        Priority.OFFLINE,
+        ("p",),
+    )
+    assert share.isolation is Isolation.BURST_SHARE
     assert [(card.uuid, card.cores) for card in share.cards] == [(CARDS[0].uuid, 30)]
 
 
