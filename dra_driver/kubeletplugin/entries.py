@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from dra_driver.api import Backend, Isolation, Priority
 
@@ -30,6 +30,14 @@ def _member(kind: type[_Member], value: object, field: str) -> _Member:
             return member
     allowed = ", ".join(member.value for member in kind)
     raise ValueError(f"{field} is {value!r}, not one of {allowed}")
+
+
+class ClaimRef(NamedTuple):
+    """A claim as the kubelet names it: a key, compared and hashed as one."""
+
+    namespace: str
+    uid: str
+    name: str
 
 
 @dataclasses.dataclass(frozen=True)

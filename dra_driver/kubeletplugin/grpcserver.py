@@ -30,9 +30,10 @@ from dra_driver._proto.dra_health.v1alpha1 import api_pb2 as health_v1alpha1
 from dra_driver._proto.dra_health.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
 from dra_driver._proto.pluginregistration.v1 import api_pb2 as registration
 from dra_driver._proto.pluginregistration.v1 import api_pb2_grpc as registration_grpc
+from dra_driver.kubeletplugin.entries import ClaimRef
 from dra_driver.kubeletplugin.locking import LockTimeoutError
 from dra_driver.kubeletplugin.metrics import PluginMetrics
-from dra_driver.kubeletplugin.state import ClaimPreparer, ClaimRef, Outcome
+from dra_driver.kubeletplugin.state import ClaimPreparer, Outcome
 from dra_driver.logging import get_logger, pool_initializer
 from dra_driver.nvml.card import Card, Health
 from dra_driver.publishing.slices import device_name

@@ -95,9 +95,9 @@ class ShareCollector(Collector):
             )
         }
         for use in self._usage():
-            info = use.claim.info
+            info, ref = use.claim.info, use.claim.ref
             labels = [
-                self._node, use.claim.namespace, ",".join(info.pods), use.claim.name, use.uuid,
+                self._node, ref.namespace, ",".join(info.pods), ref.name, use.uuid,
                 str(info.priority), str(info.isolation),
             ]  # fmt: skip
             families["memory_used_bytes"].add_metric(labels, use.memory_used)

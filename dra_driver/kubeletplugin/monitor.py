@@ -28,7 +28,7 @@ from dra_driver.cdi.backends import PRIORITY_LEVEL
 from dra_driver.hamicore.feedback import Decision, RegionState, decide, released
 from dra_driver.hamicore.region import RegionError
 from dra_driver.hamicore.regionfile import RegionFile, RegionRead
-from dra_driver.kubeletplugin.entries import ClaimEntry, ClaimState, ShareInfo
+from dra_driver.kubeletplugin.entries import ClaimEntry, ClaimRef, ClaimState, ShareInfo
 from dra_driver.logging import carry, get_logger
 from dra_driver.metrics.watchdog import Heartbeat, stall_reason
 
@@ -42,12 +42,15 @@ _STALL_PERIODS: Final = 30
 
 @dataclasses.dataclass(frozen=True)
 class MonitoredClaim:
-    """A prepared claim whose regions the monitor looks after."""
+    """A prepared claim whose regions the monitor looks after, and its share."""
 
-    uid: str
-    namespace: str
-    name: str
+    ref: ClaimRef
     info: ShareInfo
+
+    @property
+    def uid(self) -> str:
+        """The claim's UID: its regions live in a directory named by it."""
+        return self.ref.uid
 
 
 @dataclasses.dataclass(frozen=True)
@@ -314,5 +317,5 @@ def monitored_claims(entries: Iterable[ClaimEntry]) -> list[MonitoredClaim]:
             and share is not None
             and share.backend is Backend.HAMI_CORE
         ):
-            claims.append(MonitoredClaim(entry.uid, entry.namespace, entry.name, share))
+            claims.append(MonitoredClaim(ClaimRef(entry.namespace, entry.uid, entry.name), share))
     return claims

@@ -42,7 +42,13 @@ from dra_driver.kubeletplugin.checkpoint import (
 )
 from dra_driver.kubeletplugin.claims import ClaimError, prepare_claim
 from dra_driver.kubeletplugin.devicestatus import DeviceStatus
-from dra_driver.kubeletplugin.entries import ClaimEntry, ClaimState, PreparedDevice, ShareInfo
+from dra_driver.kubeletplugin.entries import (
+    ClaimEntry,
+    ClaimRef,
+    ClaimState,
+    PreparedDevice,
+    ShareInfo,
+)
 from dra_driver.kubeletplugin.locking import file_lock
 from dra_driver.kubeletplugin.paths import NodePaths
 from dra_driver.logging import bound, get_logger, pool_initializer
@@ -55,15 +61,6 @@ log = get_logger(__name__)
 PAUSE_ENV: Final = "GPUSHARE_TEST_PAUSE_AT"
 _READERS: Final = 8
 """Claims read from the API server at once while a batch is prepared."""
-
-
-@dataclasses.dataclass(frozen=True)
-class ClaimRef:
-    """A claim as the kubelet names it."""
-
-    namespace: str
-    uid: str
-    name: str
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,7 +35,7 @@ def refusals(
         for entry in pod.claims:
             documents.setdefault(entry.origin, (entry.claim.get("spec") or {}, entry.spec_path))
     for unused in workload.unused:
-        documents.setdefault(unused.label, (unused.claim.get("spec") or {}, unused.spec_path))
+        documents.setdefault(unused.origin, (unused.claim.get("spec") or {}, unused.spec_path))
     found = {}
     for label, (spec, path) in documents.items():
         errors = [

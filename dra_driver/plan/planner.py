@@ -323,10 +323,10 @@ def _unused_problems(
     """
     problems = []
     for unused in workload.unused:
-        if unused.label in refused:
+        if unused.origin in refused:
             problems.append(
-                f"{unused.label} is used by no pod of the file, and would be refused: "
-                f"{refused[unused.label]}"
+                f"{unused.origin} is used by no pod of the file, and would be refused: "
+                f"{refused[unused.origin]}"
             )
             continue
         metadata = unused.claim["metadata"]
@@ -339,7 +339,7 @@ def _unused_problems(
         decision = place_pod(baseline, pod, [unused.claim], Policy.uniform(Placement.BINPACK))
         if isinstance(decision, Unplaceable) and decision.refused:
             problems.append(
-                f"{unused.label} is used by no pod of the file; a pod using it would be "
+                f"{unused.origin} is used by no pod of the file; a pod using it would be "
                 f"refused: {decision.reason}"
             )
     return problems

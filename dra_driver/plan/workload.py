@@ -58,17 +58,23 @@ _UID_NAMESPACE: Final = uuid.UUID("5d2b8c1e-7f3a-4e6b-8c9d-1a2b3c4d5e6f")
 
 
 @dataclasses.dataclass(frozen=True)
-class PodClaim:
-    """One entry of a pod's ``spec.resourceClaims`` and the claim it resolves to."""
+class FileClaim:
+    """A claim of the workload file, written there or generated from a template of it."""
 
-    entry: str
     claim: Object
-    shared: bool
-    """Named by ``resourceClaimName``: one claim for every pod that names it."""
     origin: str
-    """The document the claim comes from: ``ResourceClaimTemplate default/x (document 3)``."""
+    """The document it comes from: ``ResourceClaimTemplate default/x (document 3)``."""
     spec_path: str
     """Where the claim's spec is in that document: ``spec.spec`` or ``spec``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PodClaim(FileClaim):
+    """One entry of a pod's ``spec.resourceClaims`` and the claim of the file it resolves to."""
+
+    entry: str
+    shared: bool
+    """Named by ``resourceClaimName``: one claim for every pod that names it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,25 +98,13 @@ class PlannedPod:
 
 
 @dataclasses.dataclass(frozen=True)
-class UnusedClaim:
-    """A ResourceClaimTemplate or ResourceClaim of the file that no pod of it uses."""
-
-    label: str
-    """``ResourceClaimTemplate default/x (document 3)``: where it is, for the report."""
-    claim: Object
-    """The claim it is or would generate."""
-    spec_path: str
-    """Where the claim's spec is in the document: ``spec.spec`` or ``spec``."""
-
-
-@dataclasses.dataclass(frozen=True)
 class Workload:
     """The pods of a workload file, in file order, and the DeviceClasses it brings."""
 
     source: str
     pods: tuple[PlannedPod, ...]
     classes: tuple[Object, ...]
-    unused: tuple[UnusedClaim, ...] = ()
+    unused: tuple[FileClaim, ...] = ()
     skipped: tuple[str, ...] = ()
     """Documents of kinds plan does not place: ``ConfigMap default/app (document 4)``."""
 
@@ -276,14 +270,14 @@ class _Reader:
                     generated = self._claim(
                         document, found.body["spec"]["spec"], f"{pod}-{name}", f"{pod}/{name}"
                     )
-                    yield PodClaim(name, generated, False, found.label, "spec.spec")
+                    yield PodClaim(generated, found.label, "spec.spec", entry=name, shared=False)
                     continue
                 field, kind, wanted = "resourceClaimTemplateName", "ResourceClaimTemplate", template
             else:
                 shared = self.claims.get((document.namespace, str(claim)))
                 self.used.add(("ResourceClaim", document.namespace, str(claim)))
                 if shared is not None:
-                    yield PodClaim(name, shared[0], True, shared[1], "spec")
+                    yield PodClaim(shared[0], shared[1], "spec", entry=name, shared=True)
                     continue
                 field, kind, wanted = "resourceClaimName", "ResourceClaim", claim
             problem = (
@@ -323,7 +317,7 @@ def parse_workload(text: str, source: str) -> Workload:
     return Workload(source, pods, classes, unused, tuple(skipped))
 
 
-def _unused(reader: _Reader, documents: list[_Document]) -> Iterator[UnusedClaim]:
+def _unused(reader: _Reader, documents: list[_Document]) -> Iterator[FileClaim]:
     """Yield the templates and claims no pod uses, as claims the plan can still judge."""
     for document in documents:
         key = (document.kind, document.namespace, document.name)
@@ -331,11 +325,11 @@ def _unused(reader: _Reader, documents: list[_Document]) -> Iterator[UnusedClaim
             continue
         if document.kind == "ResourceClaim":
             claim, _ = reader.claims[document.namespace, document.name]
-            yield UnusedClaim(document.label, claim, "spec")
+            yield FileClaim(claim, document.label, "spec")
         else:
             spec = document.body["spec"]["spec"]
             claim = reader._claim(document, spec, document.name, f"template/{document.name}")
-            yield UnusedClaim(document.label, claim, "spec.spec")
+            yield FileClaim(claim, document.label, "spec.spec")
 
 
 def load_workload(path: Path) -> Workload:

@@ -42,7 +42,8 @@ from benchlib import emit, latency_summary, machine
 from gpushare_simulator.harness.regions import FakeProcess, FakeTask
 from gpushare_simulator.simulate.cudawork import CudaProcess
 
-from dra_driver.kubeletplugin.entries import ShareCard, ShareInfo
+from dra_driver.api import Backend, Isolation, Priority
+from dra_driver.kubeletplugin.entries import ClaimRef, ShareCard, ShareInfo
 from dra_driver.kubeletplugin.monitor import MonitoredClaim, RegionMonitor
 
 GIB: Final = 1024**3
@@ -52,9 +53,13 @@ RSS_TARGET_BYTES: Final = 10 * 1024 * 1024
 
 def _claim(uid: str, priority: str, uuid: str) -> MonitoredClaim:
     info = ShareInfo(
-        "hami-core", "burst-share", priority, (f"pod-{uid}",), (ShareCard(uuid, 10, GIB),)
+        Backend.HAMI_CORE,
+        Isolation.BURST_SHARE,
+        Priority(priority),
+        (f"pod-{uid}",),
+        (ShareCard(uuid, 10, GIB),),
     )
-    return MonitoredClaim(uid, "bench", f"claim-{uid}", info)
+    return MonitoredClaim(ClaimRef("bench", uid, f"claim-{uid}"), info)
 
 
 def _layout(regions: int) -> list[tuple[str, str, str]]:

@@ -54,10 +54,11 @@ from dra_driver.api import DEFAULT_DRIVER_NAME, Backend, DriverNames
 from dra_driver.api.classes import default_device_classes
 from dra_driver.k8s import raw
 from dra_driver.k8s.objects import Object
+from dra_driver.kubeletplugin.entries import ClaimRef
 from dra_driver.kubeletplugin.grpcserver import PluginServer, socket_paths
 from dra_driver.kubeletplugin.metrics import PluginMetrics
 from dra_driver.kubeletplugin.paths import NodePaths
-from dra_driver.kubeletplugin.state import ClaimPreparer, ClaimRef
+from dra_driver.kubeletplugin.state import ClaimPreparer
 from dra_driver.logging import LogFormat, configure_logging
 from dra_driver.nvml.inventory import Card, dump_inventory, parse_inventory
 

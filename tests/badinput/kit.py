@@ -27,8 +27,9 @@ from webhook.kit import LIMITS, classes
 from dra_driver.api import DEFAULT_DRIVER_NAME, Backend, ConfigError, DriverNames, decode_config
 from dra_driver.api.classes import default_device_classes
 from dra_driver.engine import Policy, Snapshot, Unplaceable, place_pod
+from dra_driver.kubeletplugin.entries import ClaimRef
 from dra_driver.kubeletplugin.paths import NodePaths
-from dra_driver.kubeletplugin.state import ClaimPreparer, ClaimRef
+from dra_driver.kubeletplugin.state import ClaimPreparer
 from dra_driver.nvml.inventory import NodeInventory
 from dra_driver.plan.inventory import node_object
 from dra_driver.publishing.slices import desired_slices

@@ -30,6 +30,7 @@ from gpushare_simulator.simulate.cudawork import host_path
 from dra_driver.api import DEFAULT_DRIVER_NAME, Backend, DriverNames
 from dra_driver.cdi import atomic_write_json, spec_file_name
 from dra_driver.kubeletplugin.claims import prepare_claim
+from dra_driver.kubeletplugin.entries import ClaimRef
 from dra_driver.kubeletplugin.monitor import MonitoredClaim, RegionMonitor
 from dra_driver.kubeletplugin.paths import NodePaths
 from dra_driver.nvml.inventory import Card
@@ -109,7 +110,9 @@ class Node:
         host.hami_cache_dir.mkdir(parents=True, mode=0o777)
         atomic_write_json(self.paths.cdi_root / spec_file_name(NAMES, uid), prepared.spec.to_dict())
         edits = resolve(prepared.devices[0].cdi_device_ids, [self.paths.cdi_root])
-        self.claims.append(MonitoredClaim(uid, "gpu", claim["metadata"]["name"], prepared.share))
+        self.claims.append(
+            MonitoredClaim(ClaimRef("gpu", uid, claim["metadata"]["name"]), prepared.share)
+        )
         region = host_path(edits.env["CUDA_DEVICE_MEMORY_SHARED_CACHE"], edits.mounts)
         return {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),

@@ -19,6 +19,7 @@ from dra_driver.hamicore.layout import INT32
 from dra_driver.kubeletplugin import monitor as monitor_module
 from dra_driver.kubeletplugin.entries import (
     ClaimEntry,
+    ClaimRef,
     ClaimState,
     ShareCard,
     ShareInfo,
@@ -51,7 +52,7 @@ class Node:
             pods=(f"pod-{uid}",),
             cards=tuple(ShareCard(uuid, 30, 4 * GI) for uuid in cards),
         )
-        claim = MonitoredClaim(uid, "default", f"claim-{uid}", info)
+        claim = MonitoredClaim(ClaimRef("default", uid, f"claim-{uid}"), info)
         self.claims[uid] = claim
         (self.root / uid).mkdir()
         return claim
@@ -337,7 +338,7 @@ def test_only_completed_hami_core_claims_with_a_share_are_monitored() -> None:
         ClaimEntry("u3", "ns", "c3", ClaimState.PREPARE_STARTED, "f3", share=info),
         ClaimEntry("u4", "ns", "c4", done, "f4", spec=old_spec),
     ]
-    assert monitored_claims(entries) == [MonitoredClaim("u1", "ns", "c1", info)]
+    assert monitored_claims(entries) == [MonitoredClaim(ClaimRef("ns", "u1", "c1"), info)]
 
 
 def test_the_monitor_reads_no_environment_variables() -> None:

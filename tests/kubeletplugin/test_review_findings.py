@@ -15,8 +15,9 @@ from dra_driver.cdi.spec import atomic_write_bytes
 from dra_driver.k8s.errors import NotFoundError
 from dra_driver.kubeletplugin import checkpoint as checkpoint_module
 from dra_driver.kubeletplugin.checkpoint import Checkpoint, ClaimEntry, ClaimState
+from dra_driver.kubeletplugin.entries import ClaimRef
 from dra_driver.kubeletplugin.paths import NodePaths
-from dra_driver.kubeletplugin.state import ClaimPreparer, ClaimRef
+from dra_driver.kubeletplugin.state import ClaimPreparer
 from dra_driver.nvml.inventory import Card
 
 NAMES = DriverNames.for_driver(DEFAULT_DRIVER_NAME)

@@ -20,9 +20,9 @@ from dra_driver.cdi import spec_file_name, validate_spec
 from dra_driver.k8s.errors import NotFoundError
 from dra_driver.kubeletplugin import checkpoint as checkpoint_module
 from dra_driver.kubeletplugin.checkpoint import Checkpoint, UnknownCheckpointVersionError
-from dra_driver.kubeletplugin.entries import ClaimEntry, ClaimState, PreparedDevice
+from dra_driver.kubeletplugin.entries import ClaimEntry, ClaimRef, ClaimState, PreparedDevice
 from dra_driver.kubeletplugin.paths import NodePaths
-from dra_driver.kubeletplugin.state import ClaimPreparer, ClaimRef
+from dra_driver.kubeletplugin.state import ClaimPreparer
 from dra_driver.nvml.inventory import Card
 
 NAMES = DriverNames.for_driver(DEFAULT_DRIVER_NAME)

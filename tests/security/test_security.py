@@ -13,9 +13,10 @@ from deploy.chartkit import MATRIX, Rendered, containers, helm_binary, render
 from kubeletplugin.test_state import DRIVER, FakeClaims, Node, claim, new_uid
 
 from dra_driver.cdi.backends import HAMI_LIBRARY_PATH
+from dra_driver.kubeletplugin.entries import ClaimRef
 from dra_driver.kubeletplugin.locking import file_lock
 from dra_driver.kubeletplugin.paths import NodePaths
-from dra_driver.kubeletplugin.state import ClaimPreparer, ClaimRef
+from dra_driver.kubeletplugin.state import ClaimPreparer
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 WORKLOADS = {"kubelet-plugin": "kubelet plugin", "hami-core-installer": "HAMi-core installer"}
