@@ -19,24 +19,15 @@ from gpushare_simulator.simulate.observe import PodFact, ShareFact, Snapshot
 from dra_driver.usage.model import PublishedCard
 
 GIB = 1024**3
-CARD_0 = PublishedCard(
-    node="node-2",
-    device="gpu-0",
-    uuid="GPU-aaaaaaaa-1",
-    product="",
-    pci_bus_id="0000:00:08.0",
-    cores=Fraction(100),
-    memory=Fraction(15 * GIB),
-)
-CARD_1 = PublishedCard(
-    node="node-2",
-    device="gpu-1",
-    uuid="GPU-bbbbbbbb-2",
-    product="",
-    pci_bus_id="0000:00:09.0",
-    cores=Fraction(100),
-    memory=Fraction(15 * GIB),
-)
+
+
+def t4(device: str, uuid: str, pci_bus_id: str) -> PublishedCard:
+    """Return one of node-2's T4 cards as its slice publishes it."""
+    return PublishedCard("node-2", device, uuid, "", pci_bus_id, Fraction(100), Fraction(15 * GIB))
+
+
+CARD_0 = t4("gpu-0", "GPU-aaaaaaaa-1", "0000:00:08.0")
+CARD_1 = t4("gpu-1", "GPU-bbbbbbbb-2", "0000:00:09.0")
 
 
 def running(name: str, card: PublishedCard | None = CARD_0, cores: int = 40, **env: str) -> PodFact:
