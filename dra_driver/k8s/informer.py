@@ -66,8 +66,7 @@ class _Response(Protocol):
 
 def object_key(obj: Object) -> ObjectKey:
     """Return the cache key of a raw object."""
-    metadata = objects.metadata(obj)
-    return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+    return objects.namespace(obj), objects.name(obj)
 
 
 def _lines(response: _Response) -> Iterator[bytes]:

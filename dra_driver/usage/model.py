@@ -122,7 +122,7 @@ def _taint(taint: Mapping[str, Any]) -> str:
 
 def published_cards(slices: Iterable[Object], driver: str) -> dict[CardKey, PublishedCard]:
     """Return ``driver``'s cards in the newest slice generation of each pool, sorted."""
-    ours = [s.get("spec") or {} for s in slices if objects.spec(s).get("driver") == driver]
+    ours = [spec for s in slices if (spec := objects.spec(s)).get("driver") == driver]
     newest: dict[str, int] = {}
     for spec in ours:
         pool = spec.get("pool") or {}
@@ -169,8 +169,8 @@ def _add_shares(
     shares: dict[CardKey, list[Share]],
     claim: Object,
 ) -> None:
-    metadata, status = claim.get("metadata") or {}, claim.get("status") or {}
-    key = f"{metadata.get('namespace')}/{metadata.get('name')}"
+    status = objects.status(claim)
+    key = f"{objects.namespace(claim)}/{objects.name(claim)}"
     pods = tuple(sorted(str(r.get("name")) for r in status.get("reservedFor") or []))
     results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
     for result in results:
