@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
 from typing import Any, Final
 
+from dra_driver.cdi.spec import canonical_json
 from dra_driver.kubeletplugin.entries import ClaimEntry, ShareInfo
 
 LEGACY_FILE: Final = "checkpoint.json"
@@ -25,11 +25,6 @@ class LegacyVersionError(ValueError):
     def __init__(self, version: object) -> None:
         super().__init__(f"checkpoint.json has format version {version!r}, not 1")
         self.version = version
-
-
-def canonical(value: Any) -> str:  # noqa: ANN401 - any JSON value
-    """Return ``value`` as canonical JSON: keys sorted, no spaces, no NaN."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 def decode_legacy(data: bytes) -> dict[str, ClaimEntry]:
@@ -46,13 +41,13 @@ def decode_legacy(data: bytes) -> dict[str, ClaimEntry]:
     claims = document["claims"]
     if not all(isinstance(entry, dict) for entry in claims.values()):
         raise TypeError("a claim entry is not a JSON object")
-    digest = hashlib.sha256(canonical(claims).encode()).hexdigest()
+    digest = hashlib.sha256(canonical_json(claims).encode()).hexdigest()
     if document.get("checksum") != digest:
         raise ValueError("checksum mismatch")
     return {uid: ClaimEntry.from_json(entry) for uid, entry in claims.items()}
 
 
-def legacy_share(spec: Mapping[str, Any] | None) -> ShareInfo:
+def legacy_share(spec_text: str | None) -> ShareInfo:
     """Return the share of a claim prepared before entries recorded it, from its CDI spec.
 
     Those releases gave every container of the claim its backend, policy and per-card limits
@@ -61,8 +56,9 @@ def legacy_share(spec: Mapping[str, Any] | None) -> ShareInfo:
     KeyError or ValueError when a variable is missing or holds no known value, TypeError or
     AttributeError when the spec is not shaped as those releases wrote it.
     """
-    edits = [(spec or {}).get("containerEdits") or {}]
-    edits += [d.get("containerEdits") or {} for d in (spec or {}).get("devices") or []]
+    spec: dict[str, Any] = json.loads(spec_text) if spec_text is not None else {}
+    edits = [spec.get("containerEdits") or {}]
+    edits += [d.get("containerEdits") or {} for d in spec.get("devices") or []]
     env = dict(str(entry).partition("=")[::2] for edit in edits for entry in edit.get("env") or [])
     uuids = [uuid for uuid in env["GPUSHARE_DEVICE_UUIDS"].split(",") if uuid]
     return ShareInfo.from_json(

@@ -14,6 +14,7 @@ from typing import Final
 
 from dra_driver.api import DriverNames
 from dra_driver.k8s.client import ClientConfigError, new_api_client
+from dra_driver.k8s.heap import freeze_startup_heap
 from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.k8s.signals import stop_on_signals
 from dra_driver.kubeletplugin.assembly import build
@@ -81,7 +82,12 @@ def run(
         observer.start()
     try:
         parts.start()
-        log.info("plugin.started", plugin_dir=str(plugin_dir), cdi_root=str(settings.cdi_root))
+        log.info(
+            "plugin.started",
+            plugin_dir=str(plugin_dir),
+            cdi_root=str(settings.cdi_root),
+            frozen_objects=freeze_startup_heap(),
+        )
         while not stop.wait(_REDISCOVER_SECONDS):
             parts.refresh()
     finally:

@@ -19,17 +19,18 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from dra_driver.api import Backend, DriverNames, EffectiveConfig
 from dra_driver.cdi import (
     HostPaths,
     UnsafeNameError,
     atomic_write_bytes,
+    canonical_json,
     check_claim_uid,
     ensure_directory,
-    json_bytes,
     read_regular,
+    spec_bytes,
     spec_file_name,
 )
 from dra_driver.cdi.backends import HAMI_LIBRARY_PATH
@@ -77,7 +78,8 @@ class _Plan:
 
     ref: ClaimRef
     entry: ClaimEntry
-    spec: dict[str, Any]
+    spec: str
+    """The CDI spec's text (:func:`~dra_driver.cdi.canonical_json`)."""
     devices: tuple[PreparedDevice, ...]
     host: HostPaths
     config: EffectiveConfig
@@ -165,7 +167,7 @@ class ClaimPreparer:
             if entry.spec is None:
                 continue
             spec_path = self._paths.cdi_root / entry.spec_file
-            expected = json_bytes(entry.spec)
+            expected = spec_bytes(entry.spec)
             if _content(spec_path) != expected:
                 log.warning("state.respec", claim_uid=uid, reason="CDI spec missing or damaged")
                 atomic_write_bytes(spec_path, expected, sync_file=False)
@@ -287,7 +289,7 @@ class ClaimPreparer:
             if existing.spec is not None and not spec_path.exists():
                 # The answer would name devices no spec defines: restore the spec first.
                 log.warning("state.respec", reason="CDI spec missing on re-prepare")
-                atomic_write_bytes(spec_path, json_bytes(existing.spec), sync_file=False)
+                atomic_write_bytes(spec_path, spec_bytes(existing.spec), sync_file=False)
             log.info("prepare.already_prepared")
             return existing.devices
         try:
@@ -311,9 +313,10 @@ class ClaimPreparer:
         )
         spec_file = spec_file_name(self._names, ref.uid)
         entry = ClaimEntry(ref.uid, ref.namespace, ref.name, ClaimState.PREPARE_STARTED, spec_file)
+        spec = canonical_json(prepared.spec.to_dict())
         return _Plan(
-            ref, entry, prepared.spec.to_dict(), prepared.devices, host, prepared.config,
-            prepared.share, prepared.statuses,
+            ref, entry, spec, prepared.devices, host, prepared.config, prepared.share,
+            prepared.statuses,
         )  # fmt: skip
 
     def _prepare_planned(self, planned: list[_Plan], outcomes: dict[str, Outcome]) -> None:
@@ -325,7 +328,7 @@ class ClaimPreparer:
                     ensure_directory(plan.host.hami_cache_dir, 0o777)
                 path = self._paths.cdi_root / plan.entry.spec_file
                 # Not fsynced: the entry holds the spec, and start-up rewrites one cut short.
-                atomic_write_bytes(path, json_bytes(plan.spec), sync_file=False)
+                atomic_write_bytes(path, spec_bytes(plan.spec), sync_file=False)
                 written.append(plan)
         pause_point("after-spec")
         completed = [

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import stat
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cdi.factories import UID
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dra_driver.cdi import (
@@ -20,9 +21,11 @@ from dra_driver.cdi import (
     DeviceNode,
     Mount,
     atomic_write_json,
+    canonical_json,
     required_version,
     validate_spec,
 )
+from dra_driver.cdi.spec import canonical_object
 
 KIND = "k8s.gpushare.dra.dev/claim"
 RW = ("rw", "nosuid", "nodev", "bind")
@@ -312,10 +315,10 @@ def test_atomic_write_json_failure_before_rename_keeps_the_old_file(
     target = tmp_path / "spec.json"
     atomic_write_json(target, {"old": 1})
 
-    def crash(self: Path, other: Path) -> Path:
+    def crash(source: str, destination: Path) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(Path, "replace", crash)
+    monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(OSError, match="No space left"):
         atomic_write_json(target, {"new": 2})
     monkeypatch.undo()
@@ -334,3 +337,20 @@ def test_atomic_write_json_refuses_unencodable_documents(tmp_path: Path) -> None
         atomic_write_json(target, {"bad": object()})
     assert json.loads(target.read_text()) == {"old": 1}
     assert _temporaries(tmp_path) == []
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(members=st.dictionaries(st.from_regex(r"[a-z_]{1,8}", fullmatch=True), _JSON, max_size=6))
+def test_an_object_of_canonical_members_is_the_canonical_json_of_the_object(
+    members: dict[str, object],
+) -> None:
+    """Splicing members' canonical text gives exactly the canonical JSON of the whole object."""
+    texts = {key: canonical_json(value) for key, value in members.items()}
+    assert canonical_object(texts) == canonical_json(members)

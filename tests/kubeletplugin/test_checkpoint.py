@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import re
 import stat
 from collections.abc import Callable
@@ -63,7 +64,7 @@ def completed(uid: str, name: str = "c") -> ClaimEntry:
         ClaimState.PREPARE_COMPLETED,
         f"k8s.x.dev-claim_{uid}.json",
         devices=devices,
-        spec=spec,
+        spec=canonical(spec),
     )
 
 
@@ -129,6 +130,30 @@ def test_only_completed_prepares_are_recorded(tmp_path: Path) -> None:
         checkpoint.put(started(UID_A))
     assert files(tmp_path) == {}
     assert checkpoint.claims == {}
+
+
+def test_a_batch_cut_by_a_failed_fsync_records_exactly_what_reached_its_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Entries fsynced and renamed before a failure are kept; the rest leave no file behind."""
+    checkpoint = Checkpoint(tmp_path)
+    checkpoint.load()
+    real_fsync = os.fsync
+    calls = {"n": 0}
+
+    def failing_second(fd: int) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError(5, "Input/output error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", failing_second)
+    with pytest.raises(OSError, match="Input/output error"):
+        checkpoint.put(completed(UID_A), completed(UID_B), completed(UID_C))
+    monkeypatch.undo()
+    assert checkpoint.claims == {UID_A: completed(UID_A)}
+    assert sorted(files(tmp_path)) == [f"{UID_A}.json"]  # no temporaries, no partial entries
+    assert reloaded(tmp_path) == checkpoint.claims
 
 
 @settings(max_examples=60, deadline=None)
@@ -343,7 +368,8 @@ def written_before_shares(uid: str) -> ClaimEntry:
     ]  # fmt: skip
     entry = completed(uid)
     assert entry.spec is not None
-    return dataclasses.replace(entry, spec={**entry.spec, "containerEdits": {"env": env}})
+    spec = {**json.loads(entry.spec), "containerEdits": {"env": env}}
+    return dataclasses.replace(entry, spec=canonical(spec))
 
 
 @pytest.mark.parametrize("legacy", [False, True], ids=["format-2", "format-1"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import time
 from collections.abc import Callable
@@ -336,7 +337,7 @@ def test_only_completed_hami_core_claims_with_a_share_are_monitored() -> None:
         ClaimEntry("u1", "ns", "c1", done, "f1", share=info),
         ClaimEntry("u2", "ns", "c2", done, "f2", share=mps),
         ClaimEntry("u3", "ns", "c3", ClaimState.PREPARE_STARTED, "f3", share=info),
-        ClaimEntry("u4", "ns", "c4", done, "f4", spec=old_spec),
+        ClaimEntry("u4", "ns", "c4", done, "f4", spec=json.dumps(old_spec)),
     ]
     assert monitored_claims(entries) == [MonitoredClaim(ClaimRef("ns", "u1", "c1"), info)]
 

@@ -11,7 +11,7 @@ import pytest
 
 from dra_driver.api import DEFAULT_DRIVER_NAME, Backend, DriverNames
 from dra_driver.cdi import spec_file_name
-from dra_driver.cdi.spec import atomic_write_bytes
+from dra_driver.cdi.spec import StagedFile
 from dra_driver.k8s.errors import NotFoundError
 from dra_driver.kubeletplugin import checkpoint as checkpoint_module
 from dra_driver.kubeletplugin.checkpoint import Checkpoint, ClaimEntry, ClaimState
@@ -168,17 +168,18 @@ def test_reprepare_restores_a_vanished_spec(node: _Node) -> None:
 
 
 def _fail_checkpoint_write(monkeypatch: pytest.MonkeyPatch, call: int) -> None:
-    """Make the ``call``-th checkpoint entry write (1-based) fail like a full disk."""
-    real = atomic_write_bytes
+    """Make the ``call``-th checkpoint entry commit (1-based) fail like a full disk."""
     calls = {"n": 0}
 
-    def flaky(path: Path, data: bytes, mode: int = 0o644, **options: bool) -> None:
-        calls["n"] += 1
-        if calls["n"] == call:
-            raise OSError(28, "No space left on device")
-        real(path, data, mode=mode, **options)
+    class Flaky(StagedFile):
+        def commit(self, *, sync_file: bool = True) -> None:
+            calls["n"] += 1
+            if calls["n"] == call:
+                self.discard()
+                raise OSError(28, "No space left on device")
+            super().commit(sync_file=sync_file)
 
-    monkeypatch.setattr(checkpoint_module, "atomic_write_bytes", flaky)
+    monkeypatch.setattr(checkpoint_module, "StagedFile", Flaky)
 
 
 def _fail_checkpoint_sync(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,7 +16,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from dra_driver.api import DEFAULT_DRIVER_NAME, Backend, DriverNames, Isolation, Priority
-from dra_driver.cdi import spec_file_name, validate_spec
+from dra_driver.cdi import StagedFile, spec_file_name, validate_spec
 from dra_driver.k8s.errors import NotFoundError
 from dra_driver.kubeletplugin import checkpoint as checkpoint_module
 from dra_driver.kubeletplugin.checkpoint import Checkpoint, UnknownCheckpointVersionError
@@ -215,7 +215,8 @@ def test_valid_claim_prepares_devices_spec_and_checkpoint(node: Node) -> None:
     assert entry.state is ClaimState.PREPARE_COMPLETED
     assert (entry.namespace, entry.name) == (NAMESPACE, "c1")
     assert entry.devices == devices
-    assert entry.spec == spec
+    assert entry.spec is not None
+    assert json.loads(entry.spec) == spec
     assert preparer.prepared[uid] == entry
     assert stat.S_IMODE(node.cache_dir(uid).stat().st_mode) == 0o777
 
@@ -539,20 +540,19 @@ def test_a_batch_writes_only_its_own_claims_entries_and_syncs_the_directory_once
     refs = [node.claims.add(claim(new_uid(), f"c{i}")) for i in range(32)]
     writes: list[Path] = []
     syncs: list[Path] = []
-    real_write, real_sync = (
-        checkpoint_module.atomic_write_bytes,
-        checkpoint_module.sync_directory_of,
-    )
+    real_sync = checkpoint_module.sync_directory_of
 
-    def counted(path: Path, data: bytes, mode: int = 0o644, **options: bool) -> None:
-        writes.append(path)
-        real_write(path, data, mode=mode, **options)
+    class Counted(StagedFile):
+        def commit(self, *, sync_file: bool = True) -> None:
+            assert sync_file, "an entry is fsynced before it is renamed into place"
+            writes.append(self.path)
+            super().commit(sync_file=sync_file)
 
     def synced(path: Path) -> None:
         syncs.append(path.parent)
         real_sync(path)
 
-    monkeypatch.setattr(checkpoint_module, "atomic_write_bytes", counted)
+    monkeypatch.setattr(checkpoint_module, "StagedFile", Counted)
     monkeypatch.setattr(checkpoint_module, "sync_directory_of", synced)
     answers = preparer.prepare(refs)
     assert all(outcome.error == "" for outcome in answers.values())
