@@ -5,7 +5,12 @@ kubelet plugin and tools can all import it without pulling in each other.
 """
 
 from dra_driver.api.decode import MAX_PARAMETERS_BYTES, decode_config
-from dra_driver.api.driver import DEFAULT_DRIVER_NAME, DriverNames, InvalidDriverNameError
+from dra_driver.api.driver import (
+    DEFAULT_DRIVER_NAME,
+    QUOTA_KIND,
+    DriverNames,
+    InvalidDriverNameError,
+)
 from dra_driver.api.errors import ConfigError, Reason
 from dra_driver.api.gpushareconfig import (
     DEFAULT_ISOLATION,
@@ -25,6 +30,7 @@ __all__ = [
     "DEFAULT_ISOLATION",
     "DEFAULT_PRIORITY",
     "MAX_PARAMETERS_BYTES",
+    "QUOTA_KIND",
     "Backend",
     "ConfigError",
     "DriverNames",

@@ -30,6 +30,10 @@ class InvalidDriverNameError(ValueError):
     """The configured driver name cannot be used as a DRA driver name and API group."""
 
 
+QUOTA_KIND: Final = "GpuShareQuota"
+"""The kind of a namespace's GPU quota (see :mod:`dra_driver.quota`)."""
+
+
 @dataclass(frozen=True)
 class DriverNames:
     """A validated driver name and the names derived from it.
@@ -57,6 +61,21 @@ class DriverNames:
     def config_kind(self) -> str:
         """The ``kind`` of the opaque config object."""
         return "GpuShareConfig"
+
+    @property
+    def quota_api_version(self) -> str:
+        """The ``apiVersion`` of ``GpuShareQuota``: the group and version of ``GpuShareConfig``."""
+        return f"{self.driver}/{_CONFIG_VERSION}"
+
+    @property
+    def quota_group_version(self) -> tuple[str, str]:
+        """The API group and version of ``GpuShareQuota``, as a client's calls take them."""
+        return self.driver, _CONFIG_VERSION
+
+    @property
+    def quota_plural(self) -> str:
+        """The resource name of ``GpuShareQuota`` (its CRD is ``<plural>.<driver>``)."""
+        return "gpusharequotas"
 
     @property
     def finalizer(self) -> str:

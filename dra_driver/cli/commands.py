@@ -103,8 +103,10 @@ def controller(invocation: Invocation) -> int:
     webhook_settings = invocation.settings(WebhookSettings)
 
     def host(view: ClusterView) -> webhook_run.Webhook:
-        # The webhook reads the controller's caches of classes, claims and slices.
-        borrowed = Borrowed(classes=view.classes, claims=view.claims, slices=view.slices)
+        # The webhook reads the controller's caches of classes, claims, slices and quotas.
+        borrowed = Borrowed(
+            classes=view.classes, claims=view.claims, slices=view.slices, quotas=view.quotas
+        )
         return webhook_run.serve(invocation.names, webhook_settings, kube, borrowed=borrowed)
 
     try:

@@ -25,8 +25,9 @@ from typing import Final
 from dra_driver.api import Backend, DriverNames
 from dra_driver.controller.commits import Commits
 from dra_driver.controller.metrics import ControllerMetrics
+from dra_driver.controller.quotas import decision_breaches, over_quota_now
 from dra_driver.controller.sharing import claim_in_use
-from dra_driver.controller.view import ClusterView
+from dra_driver.controller.view import ClusterView, pinned_selectors
 from dra_driver.controller.writes import ClaimWriter
 from dra_driver.engine import (
     Placed,
@@ -41,9 +42,10 @@ from dra_driver.k8s.events import EventSink, EventType
 from dra_driver.k8s.informer import object_key
 from dra_driver.k8s.objects import Object
 from dra_driver.k8s.reconcile import Requeue
-from dra_driver.k8s.scheduling import node_selector_matches, pinned_node
+from dra_driver.k8s.scheduling import pinned_node
 from dra_driver.k8s.timestamps import epoch_seconds, rfc3339
 from dra_driver.logging import bound, get_logger
+from dra_driver.quota import QuotaBook, describe
 from dra_driver.structured.configshares import SCHEDULER_FINALIZER
 
 PodKey = tuple[str, str]
@@ -79,8 +81,10 @@ class Allocator:
         rng: random.Random | None = None,
         elected: bool = False,
         alone: Callable[[], bool] = lambda: False,
+        quotas: QuotaBook | None = None,
     ) -> None:
         self._names = names
+        self._quotas = quotas
         self._default_backend = default_backend
         self._view = view
         self._writer = writer
@@ -172,12 +176,7 @@ class Allocator:
             self._refuse(pod, "a claim of the pod is being deleted")
             return
         if pending:
-            pinned = [
-                allocation["nodeSelector"]
-                for c in claims
-                if (allocation := objects.status(c).get("allocation"))
-                and allocation.get("nodeSelector")
-            ]
+            pinned = pinned_selectors(claims)
             started = time.perf_counter()
             decision = place_pod(
                 self._view.snapshot(),
@@ -191,11 +190,12 @@ class Allocator:
             if isinstance(decision, Unplaceable):
                 self._unplaceable(pod, ours, decision)
                 return
+            self._hold_within_quotas(pod, decision)
             self._write(pod, pending, decision)
             raise Requeue(_ECHO_POLL_SECONDS, "checking the allocation once the watch shows it")
         if not ours:
             log.info("allocation.not_ours", reason="no claim uses a DeviceClass of this driver")
-        elif not self._pinned_nodes_agree(claims):
+        elif not self._view.nodes_overlap(pinned_selectors(claims)):
             self._refuse(pod, "the pod's claims are allocated on nodes that do not overlap")
             return
         else:
@@ -256,12 +256,27 @@ class Allocator:
             return
         if not self._view.has_seen(unchecked):
             raise Requeue(_ECHO_POLL_SECONDS, "waiting for the claim watch to show our writes")
-        collisions = self._view.snapshot().overcommitted(unchecked)
+        snapshot = self._view.snapshot()
+        collisions = snapshot.overcommitted(unchecked)
+        if self._quotas is not None:
+            # Another decider (a second replica, kube-scheduler) may have taken the room too.
+            collisions += over_quota_now(
+                snapshot, self._quotas.of(objects.namespace(pod)), unchecked
+            )
         if collisions:
             self._collided(pod, unchecked, collisions)
         for claim in self._commits.checked(unchecked):
             self._view.assume(claim, in_place=True)
         log.info("allocation.committed", claims=len(unchecked))
+
+    def _hold_within_quotas(self, pod: Object, decision: Placed) -> None:
+        """Keep the pod gated if its claims would take a quota of its namespace over ``hard``."""
+        quotas = self._quotas.of(objects.namespace(pod)) if self._quotas is not None else []
+        found = decision_breaches(self._view.snapshot(), quotas, decision) if quotas else []
+        if found:
+            self._metrics.allocations.labels("quota").inc()
+            self._refuse(pod, describe(found), event="QuotaExceeded")
+            raise Requeue(_UNPLACEABLE_RETRY_SECONDS, "a GpuShareQuota of the namespace is full")
 
     def _in_use(self, claim: Object) -> bool:
         """Whether an ungated pod may run on the claim: one it is reserved for or that uses it.
@@ -309,19 +324,6 @@ class Allocator:
         )
         log.warning("allocation.collided", collisions=collisions)
         raise Requeue(self._rng.uniform(0, _COLLISION_BACKOFF_SECONDS), "allocation collided")
-
-    def _pinned_nodes_agree(self, claims: list[Object]) -> bool:
-        """Whether some node satisfies every allocated claim's nodeSelector."""
-        selectors = [
-            allocation["nodeSelector"]
-            for c in claims
-            if (allocation := objects.status(c).get("allocation"))
-            and allocation.get("nodeSelector")
-        ]
-        return not selectors or any(
-            all(node_selector_matches(s, node) for s in selectors)
-            for node in self._view.nodes.list()
-        )
 
     def _unplaceable(self, pod: Object, ours: list[Object], decision: Unplaceable) -> None:
         rolled_back = self._roll_back(pod, ours)

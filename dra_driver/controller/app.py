@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 from dra_driver.api import Backend, DriverNames
 from dra_driver.controller.allocator import CATCH_UP, Allocator
 from dra_driver.controller.metrics import CardCollector, ControllerMetrics, GatedCollector
+from dra_driver.controller.quotas import QuotaCollector, QuotaStatus
 from dra_driver.controller.releaser import Releaser
 from dra_driver.controller.settings import ControllerSettings
 from dra_driver.controller.view import ClusterView
@@ -33,12 +34,15 @@ from dra_driver.k8s.objects import Object
 from dra_driver.k8s.reconcile import ReconcileLoop
 from dra_driver.logging import carry, get_logger
 from dra_driver.metrics.watchdog import Watched, register_silence
+from dra_driver.quota import QuotaBook
 
 Key = tuple[str, str]
 
 log = get_logger(__name__)
 
 COMPONENT: Final = "gpushare-controller"
+_QUOTA_BATCH_SECONDS: Final = 0.5
+"""How long a quota's recount waits for more claim changes to count with it."""
 _PASS_CALLS: Final = 4
 """API calls one pass may wait out: a claim write and its read-back, then the gate's two."""
 
@@ -76,6 +80,17 @@ class Controller:
         register_silence(registry, self.loops)
         writer = ClaimWriter(api_client, names.finalizer)
         self._events = EventSender(EventRecorder(api_client, COMPONENT))
+        book = QuotaBook(self.view.quotas)
+        quota_status = QuotaStatus(
+            names,
+            api_client,
+            quotas=self.view.quotas,
+            book=book,
+            claims=self.view.all_claims,
+            slices=self.view.slices.list,
+            events=self._events,
+        )
+        registry.register(QuotaCollector(quota_status.exported))
         allocator = Allocator(
             names,
             self.view,
@@ -86,6 +101,7 @@ class Controller:
             default_backend=default_backend,
             elected=settings.leader_elect,
             alone=lambda: self._elector is not None and self._elector.holds_firmly(),
+            quotas=book,
         )
         releaser = Releaser(names, self.view, writer, self.metrics)
         stall_limit = timeouts_of(api_client).calls(_PASS_CALLS)
@@ -95,6 +111,9 @@ class Controller:
         )
         self._releases: ReconcileLoop[Key] = ReconcileLoop(
             "release", releaser.reconcile, stall_limit=stall_limit
+        )
+        self._quota_status: ReconcileLoop[Key] = ReconcileLoop(
+            "quota-status", quota_status.reconcile, stall_limit=stall_limit
         )
         self._leading = threading.Event()
         self._stopping = threading.Event()
@@ -145,7 +164,7 @@ class Controller:
 
     def loops(self) -> list[Watched]:
         """Return the loops a watchdog looks after: both workers and every informer."""
-        return [self._allocations, self._releases, *self.view.informers]
+        return [self._allocations, self._releases, self._quota_status, *self.view.informers]
 
     @property
     def leading(self) -> bool:
@@ -170,6 +189,7 @@ class Controller:
             self._leading.set()
             self._allocations.start()
             self._releases.start()
+            self._quota_status.start()
             self._resync = threading.Thread(
                 target=carry(self._resync_loop), name="resync", daemon=True
             )
@@ -196,6 +216,7 @@ class Controller:
         if was_leading:
             self._allocations.stop()
             self._releases.stop()
+            self._quota_status.stop()
         if self._resync is not None and self._resync is not threading.current_thread():
             self._resync.join()
 
@@ -207,6 +228,7 @@ class Controller:
 
     def _enqueue_everything(self) -> None:
         self._enqueue_gated_pods()
+        self._enqueue_quotas(None)
         for claim in self.view.claims.list():
             # Tentative claims carry no finalizer yet; one whose pod went away while no
             # replica led has no event left to bring it to the releaser.
@@ -238,5 +260,18 @@ class Controller:
                 self._allocations.queue.add((obj["metadata"]["namespace"], owner["name"]))
             if kind == "DELETED" or not objects.status(obj).get("allocation"):
                 self._enqueue_gated_pods()  # capacity may have been freed
+            self._enqueue_quotas(objects.namespace(obj))
+        elif informer == "quotas":
+            self._quota_status.queue.add(object_key(obj))
+            self._enqueue_gated_pods()  # a quota raised or gone: room for who waits on it
         else:
             self._enqueue_gated_pods()
+            if informer == "slices":
+                self._enqueue_quotas(None)  # a card's memory counts for whole-card claims
+
+    def _enqueue_quotas(self, namespace: str | None) -> None:
+        """Recount the quotas of ``namespace`` (every namespace's for ``None``), batched."""
+        for quota in self.view.quotas.list():
+            if namespace is None or objects.namespace(quota) == namespace:
+                # Delayed and deduplicated: a burst of claim changes costs one recount.
+                self._quota_status.queue.add_after(object_key(quota), _QUOTA_BATCH_SECONDS)

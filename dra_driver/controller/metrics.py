@@ -31,7 +31,8 @@ class ControllerMetrics:
         self.allocations = Counter(
             f"{_PREFIX}_allocations",
             "Pod allocation attempts by result: allocated, unplaceable, refused (the claim "
-            "can never fit as written), collided (someone who had not seen our allocation "
+            "can never fit as written), quota (a GpuShareQuota of the namespace is full), "
+            "collided (someone who had not seen our allocation "
             "wrote one for the same card: ours was cleared and decided again) or error (an "
             "API failure, retried)",
             ["result"],

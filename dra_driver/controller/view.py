@@ -23,24 +23,28 @@ from dra_driver.controller.slim import Slimmer
 from dra_driver.engine import Snapshot
 from dra_driver.k8s import objects
 from dra_driver.k8s.compact import compact
+from dra_driver.k8s.custom import CustomList
 from dra_driver.k8s.informer import EventType, Informer
 from dra_driver.k8s.informergroup import InformerGroup
 from dra_driver.k8s.objects import Object
 from dra_driver.k8s.podaffinity import Placement, relevant
 from dra_driver.k8s.podfit import NodeUsage, demand
+from dra_driver.k8s.scheduling import node_selector_matches
 from dra_driver.k8s.versions import FirstServed
 
 Listener = Callable[[str, EventType, Object], None]
 """Called with the informer name ("pods", "claims", "slices", "classes", "nodes",
-"taintrules")."""
+"taintrules", "quotas")."""
 _version = objects.resource_version_number
 
 
 class ClusterView(InformerGroup):
-    """Informers for pods, claims, slices, classes, nodes and DeviceTaintRules, and the snapshot.
+    """Informers for the objects allocation reads, and the snapshot.
 
-    DeviceTaintRules are read in whichever version the API server serves, and not at all
-    while it serves none (DRADeviceTaintRules off, as 1.36 ships it).
+    Pods, claims, slices, classes, nodes, DeviceTaintRules and GpuShareQuotas. The last two
+    are optional: DeviceTaintRules are read in whichever version the API server serves, and
+    not at all while it serves none (DRADeviceTaintRules off, as 1.36 ships it); without the
+    quota CRD no quota applies.
     """
 
     def __init__(
@@ -104,16 +108,28 @@ class ClusterView(InformerGroup):
             client.ResourceV1alpha3Api(api_client).list_device_taint_rule,
         )
         self.taint_rules = informer("taintrules", taint_rules, optional=True)
+        # Optional: without the CRD (a chart installed without it) no quota applies.
+        self.quotas = informer(
+            "quotas",
+            CustomList(api_client, *names.quota_group_version, names.quota_plural),
+            optional=True,
+        )
         # They run whether or not this replica leads, so a failover starts with warm caches.
         super().__init__(
-            self.pods, self.claims, self.slices, self.classes, self.nodes, self.taint_rules
+            self.pods,
+            self.claims,
+            self.slices,
+            self.classes,
+            self.nodes,
+            self.taint_rules,
+            self.quotas,
         )
 
     def _changed(self, name: str, kind: EventType, obj: Object) -> None:
         if name == "pods":
             self.usage.update(obj, deleted=kind == "DELETED")
         with self._lock:
-            if name not in ("pods", "claims"):
+            if name not in ("pods", "claims", "quotas"):
                 self._snapshot = None
                 self._generation += 1
             if name == "claims":
@@ -242,9 +258,25 @@ class ClusterView(InformerGroup):
 
         return unfit
 
+    def nodes_overlap(self, selectors: list[Object]) -> bool:
+        """Whether some node satisfies every one of ``selectors`` (claims' nodeSelectors)."""
+        return not selectors or any(
+            all(node_selector_matches(s, node) for s in selectors) for node in self.nodes.list()
+        )
+
     def pods_using(self, claim: Object) -> Iterable[Object]:
         """Return the cached pods that reference ``claim`` and may still run."""
         return pods_referring(self.pods.list(), claim)
+
+
+def pinned_selectors(claims: Iterable[Object]) -> list[Object]:
+    """Return the nodeSelectors of the claims that are allocated (where they pin the pod)."""
+    return [
+        allocation["nodeSelector"]
+        for claim in claims
+        if (allocation := objects.status(claim).get("allocation"))
+        and allocation.get("nodeSelector")
+    ]
 
 
 def pods_referring(pods: Iterable[Object], claim: Object) -> Iterable[Object]:

@@ -11,13 +11,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Iterable, Mapping
+from fractions import Fraction
 from typing import Any
 
 from dra_driver.api import ConfigError, DriverNames, Priority
+from dra_driver.api.fields import MEMORY
 from dra_driver.engine.devices import MALFORMED, Device, read_devices
 from dra_driver.engine.load import Load
 from dra_driver.k8s import objects
 from dra_driver.k8s.objects import Object
+from dra_driver.quota import Amounts, ClaimUse, Quota, claim_use, total_use
 from dra_driver.structured.allocated import AllocatedState, DeviceId
 from dra_driver.structured.config import share_config
 from dra_driver.structured.configshares import counted_claim
@@ -52,6 +55,8 @@ class Snapshot:
     """Static results that hold as long as the devices do (see :class:`Matcher`)."""
     share_plain: bool = True
     """Share whole-only cards by config sizes; see :attr:`Device.plain`."""
+    quota_uses: dict[str, dict[str, ClaimUse]] = dataclasses.field(default_factory=dict)
+    """Namespace -> claim UID -> what the claim takes of the namespace's GpuShareQuotas."""
 
     @functools.cached_property
     def node_names(self) -> tuple[str, ...]:
@@ -134,6 +139,9 @@ class Snapshot:
             self.counted[uid] = claim
             self.counted_names[_name_of(claim)] = uid
             self.load.refresh(_device_ids(claim))
+            use = claim_use(claim, self.names, self.card_memory)
+            if use is not None:
+                self.quota_uses.setdefault(use.namespace, {})[uid] = use
 
     def remove_claim(self, uid: str) -> None:
         """Stop counting the claim with ``uid`` (its allocation ended or it is gone)."""
@@ -144,6 +152,29 @@ class Snapshot:
             self.state.remove_claim(counted)
             self._count_priorities(counted, -1)
             self.load.refresh(_device_ids(counted))
+            uses = self.quota_uses.get(objects.namespace(counted))
+            if uses is not None:
+                uses.pop(uid, None)
+
+    def quota_used(self, quota: Quota) -> Amounts:
+        """Return what the counted claims of ``quota``'s namespace take of it."""
+        used, _ = total_use(quota, self.quota_uses.get(quota.namespace, {}).values())
+        return used
+
+    def quota_use(self, claim: Object) -> ClaimUse | None:
+        """Return what ``claim``'s allocation would take of its namespace's quotas if written.
+
+        Counted as :meth:`update_claim` counts it, so an asked amount and a used one compare.
+        """
+        if self.share_plain:
+            claim = counted_claim(claim, self.names, self.capacities)
+        return claim_use(claim, self.names, self.card_memory)
+
+    def card_memory(self, pool: str, device: str) -> Fraction | None:
+        """Return the memory (bytes) of one of our cards, ``None`` for a device not ours."""
+        found = self.by_id.get((self.names.driver, pool, device))
+        memory = found.capacities.get(MEMORY) if found is not None else None
+        return memory.value if memory is not None else None
 
     def capacities(self, device_id: DeviceId) -> Mapping[str, Capacity] | None:
         """Return the capacities of one of our devices, ``None`` for a device not known."""

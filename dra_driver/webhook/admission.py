@@ -23,9 +23,11 @@ from dra_driver.api import Backend, DriverNames
 from dra_driver.k8s import objects
 from dra_driver.k8s.objects import ObjectView
 from dra_driver.logging import get_logger
+from dra_driver.quota import Quota
 from dra_driver.validation.capacity import Limits
 from dra_driver.validation.claimspec import validate_claim_spec
 from dra_driver.validation.dropped import dropped_capacity
+from dra_driver.validation.quota import quota_problems
 from dra_driver.webhook import review
 from dra_driver.webhook.containers import container_problems
 from dra_driver.webhook.pods import PodContext, cached_or_fetched, gate_patch, once
@@ -62,6 +64,9 @@ class Cluster(Protocol):
 
     def fetch_claim(self, namespace: str, name: str) -> ObjectView | None:
         """Read a ResourceClaim from the API server; ``None`` if it cannot be read."""
+
+    def quotas(self, namespace: str) -> list[Quota]:
+        """Return the enforceable GpuShareQuotas of ``namespace``."""
 
 
 @dataclass(frozen=True)
@@ -140,12 +145,23 @@ class Admission:
         if found is None:
             return review.allowed(request.uid), "allowed"
         obj, spec_path, spec = found
+        generated = _generated_for_pod(obj)
+        context = self._spec_context(spec_path)
         errors = validate_claim_spec(
             spec,
-            **self._spec_context(spec_path),
-            limits=Limits() if _generated_for_pod(obj) else self._cluster.limits(),
+            **context,
+            limits=Limits() if generated else self._cluster.limits(),
             default_backend=self._default_backend,
         )
+        if not errors and not generated:
+            # A claim from a template was checked with its template, against the quotas then.
+            errors = quota_problems(
+                spec,
+                path=spec_path,
+                names=self._names,
+                classes=context["classes"],
+                quotas=self._cluster.quotas(request.namespace),
+            )
         if not errors:
             return review.allowed(request.uid), "allowed"
         log.info(

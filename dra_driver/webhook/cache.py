@@ -29,11 +29,13 @@ from dra_driver.api import DriverNames
 from dra_driver.api.fields import MEMORY
 from dra_driver.k8s import objects, raw
 from dra_driver.k8s.compact import SharedParts, compact, pick
+from dra_driver.k8s.custom import CustomList
 from dra_driver.k8s.errors import ApiError, NotFoundError
 from dra_driver.k8s.informer import EventType, Informer
 from dra_driver.k8s.informergroup import InformerGroup
 from dra_driver.k8s.objects import Object
 from dra_driver.logging import get_logger
+from dra_driver.quota import Quota, QuotaBook
 from dra_driver.validation.capacity import Limits, limits_from_slices
 
 log = get_logger(__name__)
@@ -98,6 +100,7 @@ class Borrowed:
     classes: Informer
     claims: Informer
     slices: Informer
+    quotas: Informer
 
 
 class ClusterCache(InformerGroup):
@@ -128,9 +131,13 @@ class ClusterCache(InformerGroup):
         )
         if borrowed is not None:
             self.classes, self.claims = borrowed.classes, borrowed.claims
-            self.slices = borrowed.slices
+            self.slices, self.quota_objects = borrowed.slices, borrowed.quotas
+            self._quotas = QuotaBook(self.quota_objects)
             self.slices.add_handler(self._slices_changed)
-            super().__init__(self.templates, borrowed=(self.classes, self.claims, self.slices))
+            super().__init__(
+                self.templates,
+                borrowed=(self.classes, self.claims, self.slices, self.quota_objects),
+            )
             return
         self.classes = Informer(resource.list_device_class, name="webhook-classes")
         self.claims = Informer(
@@ -145,7 +152,18 @@ class ClusterCache(InformerGroup):
             field_selector=f"spec.driver={names.driver}",
             transform=kept.slice,
         )
-        super().__init__(self.classes, self.templates, self.claims, self.slices)
+        # Optional: without the CRD no quota applies.
+        self.quota_objects = Informer(
+            CustomList(api_client, *names.quota_group_version, names.quota_plural),
+            name="webhook-quotas",
+            optional=True,
+        )
+        self._quotas = QuotaBook(self.quota_objects)
+        super().__init__(self.classes, self.templates, self.claims, self.slices, self.quota_objects)
+
+    def quotas(self, namespace: str) -> list[Quota]:
+        """Return the enforceable GpuShareQuotas of ``namespace``."""
+        return self._quotas.of(namespace)
 
     def device_classes(self) -> Mapping[str, Object]:
         """Return every DeviceClass by name."""

@@ -28,6 +28,7 @@ from dra_driver.k8s.errors import ConflictError, InvalidError
 from dra_driver.k8s.informer import object_key
 from dra_driver.k8s.reconcile import Requeue
 from dra_driver.nvml.inventory import NodeInventory
+from dra_driver.quota import QuotaBook
 
 Object = dict[str, Any]
 _versions = itertools.count(100)
@@ -213,6 +214,7 @@ def make(
         default_backend=default_backend,
         elected=alone is not None,
         alone=alone or (lambda: False),
+        quotas=QuotaBook(view.quotas),
     )
     releaser = Releaser(NAMES, view, server, metrics)  # type: ignore[arg-type]
     return view, server, allocator, releaser, events

@@ -15,6 +15,7 @@ from gpushare_simulator.harness.certs import write_self_signed
 
 from dra_driver.api import DriverNames
 from dra_driver.api.classes import default_device_classes, device_class
+from dra_driver.quota import Quota
 from dra_driver.validation.capacity import Limits, limits_from_slices
 
 Object = dict[str, Any]
@@ -185,6 +186,7 @@ class FakeCluster:
     limits_value: Limits = LIMITS
     synced: bool = True
     fetched: list[tuple[str, str, str]] = field(default_factory=list)
+    quota_list: list[Quota] = field(default_factory=list)
 
     def device_classes(self) -> Mapping[str, Object]:
         return self.classes
@@ -205,6 +207,9 @@ class FakeCluster:
     def fetch_claim(self, namespace: str, name: str) -> Object | None:
         self.fetched.append(("ResourceClaim", namespace, name))
         return self.live.get(("ResourceClaim", namespace, name))
+
+    def quotas(self, namespace: str) -> list[Quota]:
+        return [quota for quota in self.quota_list if quota.namespace == namespace]
 
 
 def write_certificate(directory: Path, name: str = "tls") -> tuple[Path, Path, bytes]:

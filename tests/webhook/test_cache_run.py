@@ -110,7 +110,9 @@ def test_a_cache_on_the_controllers_informers_watches_only_templates(
 ) -> None:
     """Hosted by the controller, the webhook reads its claims, slices and classes: no own watch."""
     view = ClusterView(server.api_client(component="controller"), NAMES, lambda *_: None)
-    borrowed = Borrowed(classes=view.classes, claims=view.claims, slices=view.slices)
+    borrowed = Borrowed(
+        classes=view.classes, claims=view.claims, slices=view.slices, quotas=view.quotas
+    )
     cache = ClusterCache(server.api_client(component="webhook"), NAMES, borrowed=borrowed)
     cache.start()
     try:
