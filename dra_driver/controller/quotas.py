@@ -47,6 +47,8 @@ log = get_logger(__name__)
 
 EXCEEDED: Final = "Exceeded"
 """The condition a quota's status carries: True while ``used`` is over ``hard``."""
+_NAMED_CLAIMS: Final = 20
+"""How many claims the Exceeded message names; the rest are counted."""
 
 
 def decision_breaches(
@@ -178,9 +180,11 @@ def _condition(quota: Quota, used: Amounts, over: list[str], outside: list[str])
     amounts = ", ".join(
         f"{r} {render_amount(r, used.of(r))} of {render_amount(r, quota.hard[r])}" for r in over
     )
+    named = ", ".join(outside[:_NAMED_CLAIMS])
+    if len(outside) > _NAMED_CLAIMS:  # a condition's message is capped at 32768 characters
+        named += f" and {len(outside) - _NAMED_CLAIMS} more"
     who = (
-        f"claims allocated by kube-scheduler, which the controller cannot hold: "
-        f"{', '.join(outside)}"
+        f"claims allocated by kube-scheduler, which the controller cannot hold: {named}"
         if outside
         else "claims allocated before the quota was created or lowered"
     )

@@ -10,10 +10,11 @@ from typing import Any
 
 import promql_parser
 import pytest
-from deploy.chartkit import CHART, MATRIX, Rendered, deep_merge, render
+from deploy.chartkit import CHART, MATRIX, ROOT, Rendered, deep_merge, render
 from prometheus_client import CollectorRegistry
 
 from dra_driver.controller.metrics import CardCollector, ControllerMetrics, GatedCollector
+from dra_driver.controller.quotas import QuotaCollector
 from dra_driver.kubeletplugin.metrics import PluginMetrics, ShareCollector
 from dra_driver.metrics import ObservabilityServer
 from dra_driver.metrics.watchdog import register_silence
@@ -33,6 +34,7 @@ def exported() -> set[str]:
     ControllerMetrics(registry)
     registry.register(CardCollector(lambda: None))
     registry.register(GatedCollector(list, "gate", lambda: 0.0))
+    registry.register(QuotaCollector(dict))
     WebhookMetrics(registry)
     PluginMetrics(registry)
     registry.register(ShareCollector("node-1", list, dict))
@@ -73,7 +75,11 @@ def test_defaults_render_neither_rules_nor_dashboard(rendered: Callable[[str], R
     ]
 
 
-def test_the_nine_alerts_are_there_with_severity_and_text(monitoring: Rendered) -> None:
+# Their series name the quota's namespace: scoped to the release by its controller's pods.
+QUOTA_ALERTS = {"GpushareQuotaNearlyFull", "GpushareQuotaExceeded"}
+
+
+def test_the_eleven_alerts_are_there_with_severity_and_text(monitoring: Rendered) -> None:
     """Every alert the chart documents is rendered, with a severity and texts of its own."""
     found = {rule["alert"]: rule for rule in rules(monitoring)}
     assert set(found) == {
@@ -86,12 +92,44 @@ def test_the_nine_alerts_are_there_with_severity_and_text(monitoring: Rendered) 
         "GpushareControllerWithoutLeader",
         "GpushareConsumableCapacityUnsupported",
         "GpushareHamiRegionNotUnderstood",
+        *QUOTA_ALERTS,
     }
     for name, rule in found.items():
         assert rule["labels"]["severity"] in ("info", "warning", "critical"), name
         assert rule["annotations"]["summary"], name
         assert rule["annotations"]["description"], name
-        assert 'namespace="gpushare"' in rule["expr"], name  # only this release's pods
+        scope = 'pod=~"gpushare-controller-.+"' if name in QUOTA_ALERTS else 'namespace="gpushare"'
+        assert scope in rule["expr"], name  # only this release's pods
+
+
+def test_quota_alerts_compare_used_with_hard_per_quota_and_resource(monitoring: Rendered) -> None:
+    """Nearly full: used/hard from 0.9 up to 1 for 15m; exceeded: used > hard for 5m."""
+    found = {rule["alert"]: rule for rule in rules(monitoring)}
+    used = (
+        'max by (namespace, quota, resource) (gpushare_quota_used{pod=~"gpushare-controller-.+"})'
+    )
+    hard = (
+        'max by (namespace, quota, resource) (gpushare_quota_hard{pod=~"gpushare-controller-.+"})'
+    )
+    nearly, exceeded = found["GpushareQuotaNearlyFull"], found["GpushareQuotaExceeded"]
+    assert nearly["expr"] == f"{used} / ({hard} > 0) >= 0.9 <= 1"
+    assert (nearly["for"], nearly["labels"]["severity"]) == ("15m", "warning")
+    assert exceeded["expr"] == f"{used} > {hard}"
+    assert (exceeded["for"], exceeded["labels"]["severity"]) == ("5m", "warning")
+    headings = re.findall(r"^#+ (.+)$", (ROOT / "docs" / "quotas.md").read_text(), re.MULTILINE)
+    anchors = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-") for h in headings}
+    for rule in (nearly, exceeded):
+        page, _, anchor = rule["annotations"]["runbook"].partition("#")
+        assert (page, anchor in anchors) == ("docs/quotas.md", True), rule["annotations"]
+        assert "{{ $labels.namespace }}/{{ $labels.quota }}" in rule["annotations"]["summary"]
+
+
+def test_quota_alerts_follow_the_release_name(helm: Path) -> None:
+    """Another release's quota alerts watch its own controller's pods."""
+    found = {rule["alert"]: rule for rule in rules(render(helm, MATRIX["monitoring"], "team"))}
+    for name in QUOTA_ALERTS:
+        assert 'pod=~"team-gpushare-dra-driver-controller-.+"' in found[name]["expr"], name
+        assert "gpushare-controller" not in found[name]["expr"], name
 
 
 def test_whole_only_cards_are_critical_only_when_the_controller_will_not_share_them(

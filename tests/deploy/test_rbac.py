@@ -14,13 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deploy.chartkit import NAMESPACE, ROOT, Rendered, render
+from deploy.chartkit import DEFAULT_DRIVER, NAMESPACE, ROOT, Rendered, render
 from kubernetes import client
 
 Permission = tuple[str, str, str]
 """(API group, resource or resource/subresource, verb)."""
 
 CORE, RESOURCE, COORDINATION = "", "resource.k8s.io", "coordination.k8s.io"
+QUOTA = DEFAULT_DRIVER
+"""GpuShareQuota's API group: the driver name (the default one in these renders)."""
 
 # Client method -> permissions it needs. Every list_* of a deployed component feeds an
 # informer (k8s/informer.py), which lists then watches.
@@ -41,6 +43,13 @@ CALLS: dict[str, frozenset[Permission]] = {
     "list_device_taint_rule": frozenset(
         {(RESOURCE, "devicetaintrules", "list"), (RESOURCE, "devicetaintrules", "watch")}
     ),
+    # GpuShareQuotas, the one custom resource (CustomObjectsApi) the components call: the
+    # informer in controller/view.py and webhook/cache.py (through k8s/custom.py), and the
+    # leader's status writer in controller/quotas.py.
+    "list_cluster_custom_object": frozenset(
+        {(QUOTA, "gpusharequotas", "list"), (QUOTA, "gpusharequotas", "watch")}
+    ),
+    "patch_namespaced_custom_object_status": frozenset({(QUOTA, "gpusharequotas/status", "patch")}),
     # The controller's writes, in controller/writes.py: patches only (docs/api-writes.md).
     "patch_namespaced_resource_claim": frozenset({(RESOURCE, "resourceclaims", "patch")}),
     "read_namespaced_resource_claim": frozenset({(RESOURCE, "resourceclaims", "get")}),
@@ -116,7 +125,7 @@ CLEANUP_MODULES = ["ops/cleanup.py"]
 
 # The modules each deployed component runs (the webhook runs inside the controller).
 COMPONENT_MODULES = {
-    "controller": ["controller", "webhook", "k8s/events.py", "k8s/leader.py"],
+    "controller": ["controller", "webhook", "k8s/events.py", "k8s/leader.py", "k8s/custom.py"],
     "kubelet-plugin": ["kubeletplugin"],
 }
 
@@ -125,6 +134,7 @@ API_CLASSES = (
     client.ResourceV1Api,
     client.CoordinationV1Api,
     client.VersionApi,
+    client.CustomObjectsApi,
 )
 
 _METHOD = re.compile(r"\.((?:list|read|create|replace|patch|delete|get)_\w+)\b")
@@ -204,9 +214,12 @@ def test_every_api_call_of_a_component_has_a_permission_entry(component: str) ->
 
 def test_scan_finds_the_calls_it_must() -> None:
     """The scanner sees the known calls (a regex that matched nothing would pass vacuously)."""
-    assert {"patch_namespaced_resource_claim_status", "patch_namespaced_pod"} <= client_calls(
-        module_files("controller")
-    )
+    assert {
+        "patch_namespaced_resource_claim_status",
+        "patch_namespaced_pod",
+        "list_cluster_custom_object",
+        "patch_namespaced_custom_object_status",
+    } <= client_calls(module_files("controller"))
     assert {"create_resource_slice", "read_namespaced_resource_claim"} <= (
         client_calls(module_files("kubelet-plugin"))
     )
@@ -221,6 +234,17 @@ def test_controller_cluster_role_grants_exactly_what_the_code_needs(
     r = rendered(case)
     cluster, _ = needed("controller", webhook=case != "webhook-off")
     assert granted(r.one("ClusterRole", "gpushare-controller")) == cluster
+
+
+def test_quota_permissions_follow_the_driver_name(rendered: Callable[[str], Rendered]) -> None:
+    """GpuShareQuota's group is the driver name: read and status-patch there, no spec write."""
+    role = rendered("custom-driver-name").one("ClusterRole", "gpushare-controller")
+    quota = {p for p in granted(role) if p[1].startswith("gpusharequotas")}
+    assert quota == {
+        ("gpu.example.com", "gpusharequotas", "list"),
+        ("gpu.example.com", "gpusharequotas", "watch"),
+        ("gpu.example.com", "gpusharequotas/status", "patch"),
+    }
 
 
 def test_controller_lease_role_is_scoped_to_its_lease(rendered: Callable[[str], Rendered]) -> None:

@@ -16,6 +16,7 @@ chart option), and the webhook configurations reach the webhook by ``clientConfi
 from __future__ import annotations
 
 import base64
+import functools
 import http.client
 import ssl
 import subprocess
@@ -36,6 +37,7 @@ from gpushare_simulator.harness.kubeapply import Applier
 from gpushare_simulator.harness.podrun import PodProcess
 
 HOOK: Final = "helm.sh/hook"
+RESOURCE_POLICY: Final = "helm.sh/resource-policy"
 _TLS_SECRET: Final = "webhook-loopback-tls"  # noqa: S105 - a Secret's name
 _POD_TIMEOUT_S: Final = 60.0
 _RESTART_STOP_S: Final = 5.0
@@ -131,14 +133,29 @@ class ChartInstall:
             "metadata": {"name": _TLS_SECRET, "namespace": self.namespace},
             "data": data,
         }
-        self.applier.create([secret, *self.installed()], self.namespace)
+        created = self.applier.create([secret, *self.installed()], self.namespace)
+        # A CRD serves its objects only once Established; the controller's informer on one
+        # not served yet waits a minute before it asks again.
+        for obj in created:
+            if obj.get("kind") == "CustomResourceDefinition":
+                name = obj["metadata"]["name"]
+                self.wait(functools.partial(self._established, name), f"CRD {name} Established")
+
+    def _established(self, crd: str) -> bool:
+        found = raw.call(client.ApiextensionsV1Api(self.api).read_custom_resource_definition, crd)
+        conditions = (found.get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
     def uninstall(self) -> None:
-        """Stop the programs and delete what the install created, as ``helm uninstall``."""
+        """Stop the programs and delete what the install created, as ``helm uninstall``.
+
+        What the chart marks ``helm.sh/resource-policy: keep`` (the GpuShareQuota CRD) stays.
+        """
         for process in self.processes.values():
             process.stop(5.0)
         for obj in reversed(self.installed()):
-            self.applier.delete(obj, self.namespace)
+            if (obj["metadata"].get("annotations") or {}).get(RESOURCE_POLICY) != "keep":
+                self.applier.delete(obj, self.namespace)
 
     def pod(self, component: str, node: str | None = None) -> Object:
         """Wait for the release's pod of ``component`` (on ``node``) and return it."""

@@ -12,6 +12,8 @@ from harness.apiserver.builders import allocation, claim, node, pod, raw, resour
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from dra_driver.api import DEFAULT_DRIVER_NAME
+
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 MODIFIED = (
     'Operation cannot be fulfilled on resourceclaims.resource.k8s.io "c1": the object has been '
@@ -478,6 +480,7 @@ def test_discovery_documents(api_client: client.ApiClient) -> None:
         "coordination.k8s.io",
         "resource.k8s.io",
         "admissionregistration.k8s.io",
+        DEFAULT_DRIVER_NAME,  # GpuShareQuota, the chart's CRD
     }
     resources = client.ResourceV1Api(api_client).get_api_resources()
     by_name = {r.name: r for r in resources.resources}
@@ -487,6 +490,39 @@ def test_discovery_documents(api_client: client.ApiClient) -> None:
     core = {r.name: r for r in client.CoreV1Api(api_client).get_api_resources().resources}
     assert core["pods/binding"].kind == "Binding"
     assert core["pods"].short_names == ["po"]
+
+
+def test_gpushare_quotas_are_served_with_a_status_subresource(api_client: client.ApiClient) -> None:
+    """A GpuShareQuota is created, listed cluster-wide, and its status written apart from spec."""
+    group, version, plural = DEFAULT_DRIVER_NAME, "v1alpha1", "gpusharequotas"
+    custom = client.CustomObjectsApi(api_client)
+    served = {r.name: r for r in custom.get_api_resources(group, version).resources}
+    assert served[plural].namespaced is True
+    assert served[plural].kind == "GpuShareQuota"
+    assert served[f"{plural}/status"].verbs == ["get", "patch", "update"]
+    quota = {
+        "apiVersion": f"{group}/{version}",
+        "kind": "GpuShareQuota",
+        "metadata": {"name": "team-a"},
+        "spec": {"hard": {"cores": "150", "memory": "40Gi"}},
+    }
+    created = custom.create_namespaced_custom_object(group, version, "default", plural, quota)
+    assert created["metadata"]["generation"] == 1
+    listed = custom.list_cluster_custom_object(group, version, plural)
+    assert [(q["metadata"]["namespace"], q["metadata"]["name"]) for q in listed["items"]] == [
+        ("default", "team-a")
+    ]
+    status = {"used": {"cores": "70", "memory": "10Gi", "cards": "0"}, "claims": 2}
+    written = custom.patch_namespaced_custom_object_status(
+        group, version, "default", plural, "team-a", {"spec": {"hard": {}}, "status": status}
+    )
+    assert written["status"] == status
+    assert written["spec"] == quota["spec"]  # a status write leaves spec alone
+    assert written["metadata"]["generation"] == 1
+    ignored = custom.patch_namespaced_custom_object(
+        group, version, "default", plural, "team-a", {"status": {"claims": 9}}
+    )
+    assert ignored["status"] == status  # and a write of the object leaves status alone
 
 
 def test_direct_store_access(server: FakeApiServer) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
+from dra_driver.api import DEFAULT_DRIVER_NAME
 from gpushare_simulator.harness.apiserver import errors
 
 _META_FIELDS: Final = MappingProxyType(
@@ -48,6 +49,9 @@ class ResourceType:
     delete_returns_object: bool = False
     create_on_update: bool = False
     verbs: tuple[str, ...] = (*OBJECT_VERBS, "watch")
+    custom: bool = False
+    """A custom resource: kubernetes-validate bundles no schema for it, so the fake checks its
+    metadata only (its CRD's schema is the real API server's to apply)."""
 
     @property
     def api_version(self) -> str:
@@ -84,6 +88,8 @@ class ResourceType:
 
 RESOURCE = "resource.k8s.io"
 ADMISSION: Final = "admissionregistration.k8s.io"
+QUOTA_GROUP: Final = DEFAULT_DRIVER_NAME
+"""The API group of GpuShareQuota: the driver name (the fake serves the default one)."""
 _SLICE_FIELD_ERROR: Final = "field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: "
 _CORE_EVENT_FIELDS: Final = _fields(
     "involvedObject.kind",
@@ -158,6 +164,13 @@ RESOURCES: Final[tuple[ResourceType, ...]] = (
     ResourceType(
         ADMISSION, "v1", "validatingwebhookconfigurations", "validatingwebhookconfiguration",
         "ValidatingWebhookConfiguration", namespaced=False, generation=True,
+    ),
+    # The chart's CRD (templates/crd-gpusharequota.yaml) for the default driver name: served
+    # as a real API server serves it once the CRD is Established.
+    ResourceType(
+        QUOTA_GROUP, "v1alpha1", "gpusharequotas", "gpusharequota", "GpuShareQuota",
+        namespaced=True, subresources=frozenset({"status"}), generation=True,
+        delete_returns_object=True, custom=True,
     ),
 )  # fmt: skip
 

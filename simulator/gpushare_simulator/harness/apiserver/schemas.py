@@ -59,7 +59,11 @@ class SchemaSet:
         """Return the compiled strict validator (unknown fields are errors) for ``rtype``."""
         with _LOCK:
             found = self._validators.get(rtype.key)
-            if found is None:
+            if found is None and rtype.custom:
+                # kubernetes-validate has no schema of a custom resource: any object decodes.
+                found = jsonschema.Draft202012Validator({"type": "object"})
+                self._validators[rtype.key] = found
+            elif found is None:
                 top = json.loads(self._dir.joinpath(_schema_file_name(rtype)).read_text())
                 registry = Resource.from_contents(top) @ self._registry
                 found = jsonschema.Draft202012Validator(top, registry=registry)
