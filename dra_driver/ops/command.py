@@ -10,7 +10,7 @@ from kubernetes import client
 from dra_driver.api import DriverNames
 from dra_driver.k8s import raw
 from dra_driver.k8s.client import ClientConfigError, TimedApiClient, tool_api_client
-from dra_driver.k8s.errors import ApiError
+from dra_driver.k8s.errors import ApiError, ForbiddenError, NotFoundError
 from dra_driver.ops.cleanup import Cleaner, CleanupError
 from dra_driver.ops.settings import CleanupSettings, StatusSettings
 from dra_driver.ops.status import cluster_status, render
@@ -34,6 +34,25 @@ def _api_client(
     except ClientConfigError as exc:
         print(f"gpushare-dra {command}: error: {exc}", file=err)
         return None
+
+
+def _quotas(
+    api_client: client.ApiClient, names: DriverNames
+) -> tuple[list[dict[str, object]], str]:
+    """List every GpuShareQuota; none, and why, where they cannot be listed.
+
+    A 404 is a cluster without the CRD (no quota to show, nothing to say); a 403 is an
+    account that may read the rest but not the quotas, which the view says.
+    """
+    custom = client.CustomObjectsApi(api_client)
+    group, version = names.quota_group_version
+    try:
+        listed = raw.call(custom.list_cluster_custom_object, group, version, names.quota_plural)
+    except NotFoundError:
+        return [], ""
+    except ForbiddenError as exc:
+        return [], f"cannot list {names.quota_plural}.{group}, quotas not shown: {exc}"
+    return _items(listed), ""
 
 
 def cleanup(names: DriverNames, settings: CleanupSettings) -> int:
@@ -67,7 +86,7 @@ def cleanup(names: DriverNames, settings: CleanupSettings) -> int:
 
 
 def status(names: DriverNames, settings: StatusSettings) -> int:
-    """Print the cards, what holds them and the waiting pods; read-only."""
+    """Print the cards, what holds them, the quotas and the waiting pods; read-only."""
     out, err = sys.stdout, sys.stderr
     api_client = _api_client("status", settings.kubeconfig, settings.context, err)
     if api_client is None:
@@ -75,6 +94,7 @@ def status(names: DriverNames, settings: StatusSettings) -> int:
     with api_client:
         resource, core = client.ResourceV1Api(api_client), client.CoreV1Api(api_client)
         try:
+            quotas, quota_problem = _quotas(api_client, names)
             view = cluster_status(
                 names,
                 slices=_items(
@@ -93,6 +113,8 @@ def status(names: DriverNames, settings: StatusSettings) -> int:
                         field_selector="involvedObject.kind=Pod,type=Warning",
                     )
                 ),
+                quotas=quotas,
+                quota_problems=[quota_problem] if quota_problem else [],
             )
         except ApiError as exc:
             print(f"gpushare-dra status: error: the API server failed: {exc}", file=err)

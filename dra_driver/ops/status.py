@@ -1,9 +1,10 @@
 """``gpushare-dra status``: what each card holds and which pods wait, from the API alone.
 
 A pure function of listed objects (this driver's ResourceSlices, every ResourceClaim, the
-pods not yet on a node, Warning events about pods), so that it is the same view whether the
-objects come from a cluster or a test. A card's use counts every allocation of it, whoever
-made it: a result without a shareID takes the whole card, a share its consumedCapacity.
+pods not yet on a node, Warning events about pods, the GpuShareQuotas), so that it is the
+same view whether the objects come from a cluster or a test. A card's use counts every
+allocation of it, whoever made it: a result without a shareID takes the whole card, a share
+its consumedCapacity. Quotas are counted the same way (:mod:`dra_driver.ops.quotas`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dra_driver.api import DriverNames
 from dra_driver.k8s import objects
 from dra_driver.k8s.informer import object_key
 from dra_driver.k8s.objects import Object
+from dra_driver.ops.quotas import QUOTA_EXCEEDED, QuotaView, quota_json, quota_lines, quota_views
 from dra_driver.settings import as_document
 from dra_driver.usage.model import CardUse, card_uses
 from dra_driver.usage.render import card_identity, columns, cores, memory
@@ -27,6 +29,8 @@ class Waiting:
     pod: str
     gated: bool
     reason: str
+    on_quota: bool = False
+    """Held back by a GpuShareQuota: gated, and the newest warning is ``QuotaExceeded``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,17 +39,19 @@ class Status:
 
     cards: list[CardUse]
     waiting: list[Waiting]
+    quotas: list[QuotaView] = dataclasses.field(default_factory=list)
+    quota_problems: list[str] = dataclasses.field(default_factory=list)
+    """Quotas the driver cannot read, or why none could be listed."""
 
 
-def _reasons(events: Iterable[Object]) -> dict[str, tuple[str, str]]:
-    """Return, per pod UID, the newest warning's time and ``reason: message``."""
-    latest: dict[str, tuple[str, str]] = {}
+def _reasons(events: Iterable[Object]) -> dict[str, tuple[str, str, str]]:
+    """Return, per pod UID, the newest warning's time, reason and message."""
+    latest: dict[str, tuple[str, str, str]] = {}
     for event in events:
         uid = str((event.get("involvedObject") or {}).get("uid") or "")
         stamp = str(event.get("lastTimestamp") or event.get("eventTime") or "")
-        text = f"{event.get('reason')}: {event.get('message')}"
         if uid and (uid not in latest or stamp >= latest[uid][0]):
-            latest[uid] = (stamp, text)
+            latest[uid] = (stamp, str(event.get("reason")), str(event.get("message")))
     return latest
 
 
@@ -56,8 +62,14 @@ def cluster_status(
     claims: Iterable[Object],
     pods: Iterable[Object],
     events: Iterable[Object],
+    quotas: Iterable[Object] = (),
+    quota_problems: Iterable[str] = (),
 ) -> Status:
-    """Build the view; ``pods`` may be all pods, only those without a node are reported."""
+    """Build the view; ``pods`` may be all pods, only those without a node are reported.
+
+    ``quota_problems``: why the quotas could not be listed, if so.
+    """
+    slices, claims = list(slices), list(claims)
     cards = card_uses(names, slices, claims)
     reasons = _reasons(events)
     waiting = []
@@ -68,11 +80,15 @@ def cluster_status(
             continue
         # The controller leaves a pod alone until its other gates are gone (Kueue's …).
         others = objects.waiting_for_other_gates(pod, names.scheduling_gate) if gated else None
-        reason = others or reasons.get(objects.uid(pod), ("", ""))[1]
+        _, event, message = reasons.get(objects.uid(pod), ("", "", ""))
+        reason = others or (f"{event}: {message}" if event else "")
         if not reason:
             reason = "waiting for the controller" if gated else "waiting for kube-scheduler"
-        waiting.append(Waiting("/".join(object_key(pod)), gated, reason))
-    return Status(cards, sorted(waiting, key=lambda w: w.pod))
+        on_quota = gated and not others and event == QUOTA_EXCEEDED
+        waiting.append(Waiting("/".join(object_key(pod)), gated, reason, on_quota))
+    held = {w.pod: w.reason for w in waiting if w.on_quota}
+    views, problems = quota_views(names, quotas, claims=claims, slices=slices, waiting=held)
+    return Status(cards, sorted(waiting, key=lambda w: w.pod), views, [*quota_problems, *problems])
 
 
 def to_json(status: Status) -> dict[str, object]:
@@ -107,8 +123,16 @@ def to_json(status: Status) -> dict[str, object]:
             ],
         }
 
-    waiting = [{"pod": w.pod, "gated": w.gated, "reason": w.reason} for w in status.waiting]
-    return {"cards": [card(c) for c in status.cards], "waiting": waiting}
+    waiting = [
+        {"pod": w.pod, "gated": w.gated, "reason": w.reason, "waitsOnQuota": w.on_quota}
+        for w in status.waiting
+    ]
+    return {
+        "cards": [card(c) for c in status.cards],
+        "waiting": waiting,
+        "quotas": [quota_json(view) for view in status.quotas],
+        "quotaProblems": status.quota_problems,
+    }
 
 
 def render(status: Status, output: str) -> str:
@@ -153,6 +177,7 @@ def render(status: Status, output: str) -> str:
                 "refused, and pods it does not place get whole cards (enable the "
                 "DRAConsumableCapacity feature gate to share by capacity requests)",
             ]
+    lines += quota_lines(status.quotas, status.quota_problems)
     if status.waiting:
         lines += [
             "",

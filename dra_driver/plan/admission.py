@@ -2,23 +2,27 @@
 
 The chart installs the webhook, so a template or claim it refuses is never created: ``kubectl
 apply`` fails, and a pod that uses it waits for a claim that never comes. A plan asks the same
-two questions of every template and claim in the file, against the cluster's cards and
-DeviceClasses: is it valid (sizes, capacity names, the largest card, the policy the default
-backend can enforce), and does it ask for capacity this cluster's API server would drop. The
-messages are the webhook's, with field paths in the document the user wrote.
+questions of every template and claim in the file, against the cluster's cards, DeviceClasses
+and GpuShareQuotas: is it valid (sizes, capacity names, the largest card, the policy the
+default backend can enforce), does it ask for capacity this cluster's API server would drop,
+and does it alone ask more than a quota of its namespace allows. The messages are the
+webhook's, with field paths in the document the user wrote.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from dra_driver.api import Backend, DriverNames
+from dra_driver.k8s import objects
 from dra_driver.k8s.objects import Object
 from dra_driver.plan.cluster import ClusterObjects
 from dra_driver.plan.workload import Workload
+from dra_driver.quota import Quota
 from dra_driver.validation.capacity import limits_from_slices
 from dra_driver.validation.claimspec import validate_claim_spec
 from dra_driver.validation.dropped import dropped_capacity
+from dra_driver.validation.quota import quota_problems
 
 
 def refusals(
@@ -26,18 +30,21 @@ def refusals(
     cluster: ClusterObjects,
     workload: Workload,
     default_backend: Backend | None = None,
+    *,
+    quotas: Sequence[Quota] = (),
 ) -> dict[str, str]:
     """Map the label of each template or claim the webhook would refuse to why."""
     limits = limits_from_slices(cluster.slices)
     classes = {str(c["metadata"]["name"]): c for c in cluster.classes}
-    documents: dict[str, tuple[Object, str]] = {}
-    for pod in workload.pods:
-        for entry in pod.claims:
-            documents.setdefault(entry.origin, (entry.claim.get("spec") or {}, entry.spec_path))
-    for unused in workload.unused:
-        documents.setdefault(unused.origin, (unused.claim.get("spec") or {}, unused.spec_path))
+    documents: dict[str, tuple[Object, str, str]] = {}
+    for file_claim in [*(e for pod in workload.pods for e in pod.claims), *workload.unused]:
+        claim = file_claim.claim
+        documents.setdefault(
+            file_claim.origin,
+            (claim.get("spec") or {}, file_claim.spec_path, objects.namespace(claim)),
+        )
     found = {}
-    for label, (spec, path) in documents.items():
+    for label, (spec, path, namespace) in documents.items():
         errors = [
             *validate_claim_spec(
                 spec,
@@ -49,6 +56,14 @@ def refusals(
             ),
             *dropped_capacity(spec, path=path, names=names, classes=classes, limits=limits),
         ]
+        if not errors:
+            errors = quota_problems(
+                spec,
+                path=path,
+                names=names,
+                classes=classes,
+                quotas=[q for q in quotas if q.namespace == namespace],
+            )
         if errors:
             found[label] = _joined(errors)
     return found

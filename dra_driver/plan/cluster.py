@@ -12,7 +12,7 @@ from dra_driver.k8s.objects import Object
 
 @dataclasses.dataclass(frozen=True)
 class ClusterObjects:
-    """Nodes, this driver's ResourceSlices, DeviceClasses and existing claims.
+    """Nodes, this driver's ResourceSlices, DeviceClasses, existing claims and GpuShareQuotas.
 
     ``source`` says where they came from, for the report (``inventory qgpu-runbook``).
     """
@@ -22,6 +22,9 @@ class ClusterObjects:
     slices: tuple[Object, ...]
     classes: tuple[Object, ...]
     claims: tuple[Object, ...] = ()
+    quotas: tuple[Object, ...] = ()
+    problems: tuple[str, ...] = ()
+    """What could not be read (quotas an account may not list), for the report's warnings."""
 
     def with_classes(self, classes: Iterable[Object]) -> ClusterObjects:
         """Return a copy where ``classes`` replace the classes of the same name or are added.

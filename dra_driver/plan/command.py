@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dra_driver.api import DriverNames, Placement
 from dra_driver.plan.cluster import ClusterObjects
 from dra_driver.plan.errors import PlanInputError
-from dra_driver.plan.inventory import inventory_cluster, read_inventory
+from dra_driver.plan.inventory import inventory_cluster, read_plan_inventory
 from dra_driver.plan.live import live_cluster
 from dra_driver.plan.planner import make_plan
 from dra_driver.plan.render import render
@@ -28,8 +28,9 @@ def _cluster(names: DriverNames, settings: PlanSettings, flags: PlanSettings) ->
             raise PlanInputError("give either --inventory or --kubeconfig, not both")
         inventory, kubeconfig = flags.inventory, flags.kubeconfig
     if inventory:
+        found, source, quotas = read_plan_inventory(inventory, names)
         return inventory_cluster(
-            names, *read_inventory(inventory), shared=settings.consumable_capacity
+            names, found, source, shared=settings.consumable_capacity, quotas=quotas
         )
     if kubeconfig:
         return live_cluster(names, kubeconfig)

@@ -1,7 +1,8 @@
 """A cluster read from a live API server (``plan --kubeconfig``): read-only, one list per kind.
 
 Every claim is read, whoever allocated it, because every allocation takes capacity from the
-cards; slices are only this driver's.
+cards; slices are only this driver's. GpuShareQuotas are read where the cluster serves them
+(no CRD: none); an account that may not list them gets a plan without them, and a warning.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from kubernetes import client
 from dra_driver.api import DriverNames
 from dra_driver.k8s import raw
 from dra_driver.k8s.client import ClientConfigError, new_api_client
+from dra_driver.k8s.errors import ForbiddenError, NotFoundError
 from dra_driver.k8s.objects import Object
 from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.plan.cluster import ClusterObjects
@@ -21,8 +23,21 @@ def _items(listed: Object) -> tuple[Object, ...]:
     return tuple(listed.get("items") or ())
 
 
+def _quotas(api_client: client.ApiClient, names: DriverNames) -> tuple[tuple[Object, ...], str]:
+    """List every GpuShareQuota; none where the CRD is absent, none and why where forbidden."""
+    group, version = names.quota_group_version
+    custom = client.CustomObjectsApi(api_client)
+    try:
+        listed = raw.call(custom.list_cluster_custom_object, group, version, names.quota_plural)
+    except NotFoundError:
+        return (), ""
+    except ForbiddenError as exc:
+        return (), f"cannot list {names.quota_plural}.{group}, planned without quotas: {exc}"
+    return _items(listed), ""
+
+
 def live_cluster(names: DriverNames, kubeconfig: str) -> ClusterObjects:
-    """List nodes, slices, classes and claims through ``kubeconfig``.
+    """List nodes, slices, classes, claims and quotas through ``kubeconfig``.
 
     Raise :class:`PlanInputError` for an unusable kubeconfig; API failures surface as
     :class:`~dra_driver.k8s.errors.ApiError`.
@@ -34,6 +49,7 @@ def live_cluster(names: DriverNames, kubeconfig: str) -> ClusterObjects:
     with api_client:
         core, resource = client.CoreV1Api(api_client), client.ResourceV1Api(api_client)
         host = api_client.configuration.host
+        quotas, problem = _quotas(api_client, names)
         return ClusterObjects(
             source=f"cluster {host}",
             nodes=_items(raw.call(core.list_node)),
@@ -42,4 +58,6 @@ def live_cluster(names: DriverNames, kubeconfig: str) -> ClusterObjects:
             ),
             classes=_items(raw.call(resource.list_device_class)),
             claims=_items(raw.call(resource.list_resource_claim_for_all_namespaces)),
+            quotas=quotas,
+            problems=(problem,) if problem else (),
         )

@@ -4,6 +4,8 @@ Each policy starts from its own fresh snapshot of the cluster. Pods are placed i
 as if created in that order and allocated one at a time as the controller does, and every
 allocation is counted before the next pod, so later pods see the capacity taken. A claim
 shared by several pods is allocated for the first of them; the others must go to its node.
+A pod whose allocation would take a GpuShareQuota of its namespace over ``hard`` is held
+back, as the controller holds it (:mod:`dra_driver.plan.quotas`).
 """
 
 from __future__ import annotations
@@ -33,8 +35,10 @@ from dra_driver.k8s.objects import Object
 from dra_driver.k8s.quantity import parse_quantity
 from dra_driver.plan.admission import pod_refusal, refusals
 from dra_driver.plan.cluster import ClusterObjects
+from dra_driver.plan.quotas import QuotaUse, decision_breaches, parse_quotas, quota_uses
 from dra_driver.plan.workload import PlannedPod, PodClaim, Workload
 from dra_driver.publishing.slices import PCI_BUS_ID_ATTRIBUTE
+from dra_driver.quota import Quota, describe
 from dra_driver.structured.configshares import counted_claim
 from dra_driver.usage.model import CardUse, card_uses
 
@@ -51,6 +55,9 @@ class Outcome(enum.StrEnum):
     """No node has room now; it would wait (and run once capacity is freed or added)."""
     REFUSED = "refused"
     """A claim can never be allocated as written; the reason names the field to change."""
+    QUOTA = "quota"
+    """A card has room, but a GpuShareQuota of its namespace has not: it would wait, gated,
+    until claims of the namespace are released (the reason is the controller's message)."""
     NOT_OURS = "notOurs"
     """The pod uses no DeviceClass of this driver."""
 
@@ -95,6 +102,7 @@ class PolicyPlan:
     policy: Placement
     pods: tuple[PodPlan, ...]
     cards: tuple[CardUse, ...]
+    quotas: tuple[QuotaUse, ...] = ()
 
     def count(self, outcome: Outcome) -> int:
         """Return how many pods ended with ``outcome``."""
@@ -203,6 +211,7 @@ class _PolicyRun:
         baseline: Snapshot,
         policy: Placement,
         refused: Mapping[str, str],
+        quotas: Sequence[Quota] = (),
     ) -> None:
         self.cluster = cluster
         self.snapshot = cluster.snapshot(baseline.names)
@@ -211,6 +220,9 @@ class _PolicyRun:
         self.baseline = baseline
         """The cluster before the plan; never changed."""
         self.policy = policy
+        self.quotas = quotas
+        self.held: dict[str, str] = {}
+        """Each pod a quota holds back (``namespace/name``) -> the controller's message."""
         self._share_id = _sequential_share_ids()
         self._allocated: dict[str, tuple[str, list[PlannedShare]]] = {}
         """Claims allocated so far, by UID, with their node and shares: a claim shared by
@@ -249,6 +261,11 @@ class _PolicyRun:
             return _pod_plan(
                 planned, Outcome.PENDING, reason=decision.reason, fits_alone=fits_alone
             )
+        mine = [q for q in self.quotas if q.namespace == planned.namespace]
+        breached = decision_breaches(self.snapshot, mine, decision, ALLOCATION_TIMESTAMP)
+        if breached:
+            self.held[f"{planned.namespace}/{planned.name}"] = describe(breached)
+            return _pod_plan(planned, Outcome.QUOTA, reason=describe(breached))
         by_uid = {self._uid(c): c for c in waiting}
         for allocation in decision.claims:
             claim = by_uid[allocation.uid]
@@ -277,6 +294,10 @@ class _PolicyRun:
         names = self.snapshot.names
         return tuple(card_uses(names, self.cluster.slices, self._claims.values()))
 
+    def quota_uses(self) -> tuple[QuotaUse, ...]:
+        """Return every quota with what its namespace holds now, and whom it held back."""
+        return quota_uses(self.snapshot, self.quotas, self.held)
+
 
 def make_plan(
     names: DriverNames,
@@ -290,23 +311,24 @@ def make_plan(
     ``progress`` hears how far the placing is, every hundred pods and at each policy's end.
     """
     cluster = cluster.with_classes(workload.classes)
-    refused = refusals(names, cluster, workload)
+    quotas, quota_problems = parse_quotas(cluster.quotas)
+    refused = refusals(names, cluster, workload, quotas=quotas)
     baseline = cluster.snapshot(names)
     results = []
     for policy in policies:
-        run = _PolicyRun(cluster, baseline, policy, refused)
+        run = _PolicyRun(cluster, baseline, policy, refused, quotas)
         pods = []
         for done, pod in enumerate(workload.pods, start=1):
             pods.append(run.place(pod))
             if progress is not None and (done % _PROGRESS_EVERY == 0 or done == len(workload.pods)):
                 progress(f"{policy.value}: {done}/{len(workload.pods)} pods placed")
-        results.append(PolicyPlan(policy, tuple(pods), run.cards()))
+        results.append(PolicyPlan(policy, tuple(pods), run.cards(), run.quota_uses()))
     unused = _unused_problems(baseline, workload, refused)
     return Plan(
         names.driver,
         cluster.source,
         workload.source,
-        (*baseline.problems, *unused),
+        (*cluster.problems, *baseline.problems, *quota_problems, *unused),
         tuple(results),
         skipped=workload.skipped,
         refused_unused=len(unused),

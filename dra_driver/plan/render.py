@@ -10,9 +10,10 @@ The JSON document (keys camelCase, amounts as Kubernetes quantity strings, absen
      "refused": false,  # true when a pod or claim of the file would be refused (exit 3)
      "policies": [{
        "policy": "binpack",
-       "summary": {"pods": 6, "placed": 5, "pending": 1, "refused": 0, "notOurs": 0},
+       "summary": {"pods": 6, "placed": 5, "pending": 1, "refused": 0, "quota": 0,
+                   "notOurs": 0},
        "pods": [{"namespace": "default", "name": "infer-0", "owner": "Deployment/infer",
-                 "outcome": "placed|pending|refused|notOurs", "node": "node-1",
+                 "outcome": "placed|pending|refused|quota|notOurs", "node": "node-1",
                  "reason": null, "fitsAlone": null,
                  "shares": [{"entry": "gpu", "claim": "default/infer-0-gpu",
                              "request": "gpu", "device": "gpu-0",
@@ -21,8 +22,14 @@ The JSON document (keys camelCase, amounts as Kubernetes quantity strings, absen
                   "pciBusID": "0000:00:08.0",
                   "shares": 2, "whole": false,
                   "cores": {"used": "80", "total": "100"},
-                  "memory": {"used": "10Gi", "total": "15Gi"}}]}]}
+                  "memory": {"used": "10Gi", "total": "15Gi"}}],
+       "quotas": [{"namespace": "team-a", "name": "gpu", "priority": null,
+                   "limits": {"cores": {"used": "100", "hard": "100"}},  # limited ones only
+                   "claims": 2, "waiting": ["team-a/infer-2"]}]}]}
 
+A pod with outcome ``quota`` would wait on a GpuShareQuota of its namespace: its reason is the
+message of the controller's ``QuotaExceeded`` event. ``used`` of a quota counts the cluster's
+allocated claims and the plan's allocations of its namespace, under that policy.
 ``fitsAlone`` is set for a pending pod only: ``true`` when it would fit on the cluster as it
 was before the plan (the pods planned before it are in its way), ``false`` when it would not
 (the table shows ``NO FIT``). ``cores``/``memory`` of a share are ``null`` when the device is
@@ -38,6 +45,8 @@ from typing import Final
 
 from dra_driver.k8s.objects import Object
 from dra_driver.plan.planner import Outcome, Plan, PlannedShare, PodPlan, PolicyPlan
+from dra_driver.plan.quotas import QuotaUse
+from dra_driver.quota import render_amount
 from dra_driver.settings import as_document
 from dra_driver.usage.model import CardUse
 from dra_driver.usage.render import (
@@ -52,6 +61,7 @@ from dra_driver.usage.render import (
 WIDTH: Final = 100
 _POD_CELLS: Final = {
     Outcome.REFUSED: "REFUSED",
+    Outcome.QUOTA: "QUOTA",
     Outcome.NOT_OURS: "not ours",
 }
 
@@ -88,6 +98,24 @@ def _pod_json(pod: PodPlan) -> Object:
     }
 
 
+def _quota_json(use: QuotaUse) -> Object:
+    quota = use.quota
+    return {
+        "namespace": quota.namespace,
+        "name": quota.name,
+        "priority": str(quota.priority) if quota.priority is not None else None,
+        "limits": {
+            resource: {
+                "used": render_amount(resource, use.used.of(resource)),
+                "hard": render_amount(resource, hard),
+            }
+            for resource, hard in quota.hard.items()
+        },
+        "claims": use.claims,
+        "waiting": list(use.waiting),
+    }
+
+
 def _policy_json(result: PolicyPlan) -> Object:
     summary: Object = {"pods": len(result.pods)}
     summary.update({outcome.value: result.count(outcome) for outcome in Outcome})
@@ -96,6 +124,7 @@ def _policy_json(result: PolicyPlan) -> Object:
         "summary": summary,
         "pods": [_pod_json(pod) for pod in result.pods],
         "cards": [card_json(card) for card in result.cards],
+        "quotas": [_quota_json(use) for use in result.quotas],
     }
 
 
@@ -201,6 +230,19 @@ def _cards(plan: Plan, header: list[str]) -> list[str]:
     return lines
 
 
+def _quotas(plan: Plan, header: list[str]) -> list[str]:
+    """Return each quota's use of its hard under every policy, with how many it holds back."""
+    rows = [["QUOTA", *header[1:]]]
+    for uses in zip(*(result.quotas for result in plan.policies), strict=True):
+        cells = [
+            use.cells() + (f"; {len(use.waiting)} waiting" if use.waiting else "") for use in uses
+        ]
+        quota = uses[0].quota
+        label = f"{quota.key} ({quota.priority} only)" if quota.priority else quota.key
+        rows.append([label, *cells])
+    return columns(rows) if len(rows) > 1 else []
+
+
 def summary_line(plan: Plan) -> str:
     """Return ``placed 5/6 pods (binpack), 6/6 (spread)``, noting pods of other drivers."""
     counts = [(f"{r.count(Outcome.PLACED)}/{r.ours}", r.policy.value) for r in plan.policies]
@@ -211,6 +253,9 @@ def summary_line(plan: Plan) -> str:
         text += f"; 1 pod uses no device of {plan.driver}"
     elif others:
         text += f"; {others} pods use no device of {plan.driver}"
+    held = [(r.count(Outcome.QUOTA), r.policy.value) for r in plan.policies]
+    if any(count for count, _ in held):
+        text += "; waiting on a GpuShareQuota: " + ", ".join(f"{n} ({p})" for n, p in held)
     refused = plan.policies[0].count(Outcome.REFUSED) + plan.refused_unused
     if refused:
         text += f"; {refused} refused (pods, and templates or claims no pod uses): exit status 3"
@@ -245,6 +290,8 @@ def render_table(plan: Plan, *, summary: bool = False) -> str:
         lines.append("cards used: " + ", ".join(_used(result) for result in plan.policies))
     else:
         lines += _cards(plan, header)
+    quotas = _quotas(plan, header)
+    lines += ["", *quotas] if quotas else []
     lines += ["", summary_line(plan)]
     return "\n".join(lines)
 

@@ -33,7 +33,6 @@ import argparse
 import datetime
 import gc
 import io
-import os
 import shutil
 import tempfile
 import time
@@ -367,6 +366,14 @@ def _release(bench: _Calls, held: Sequence[Any]) -> None:
         bench.unprepare(batch)
 
 
+class _Discard(io.StringIO):
+    """A log stream that keeps nothing: rendered as in a cluster, never piled up in memory."""
+
+    def write(self, text: str) -> int:
+        """Drop ``text``."""
+        return len(text)
+
+
 def _megabytes(value: int) -> float:
     return round(value / 2**20, 1)
 
@@ -412,7 +419,7 @@ def run(work_dir: Path, *, rounds: int, resident: int, background: int) -> dict[
     finally:
         status = bench.close()
     # Rendered as in a cluster (JSON), but not onto this terminal: the plugin logs per claim.
-    configure_logging(level="info", fmt=LogFormat.JSON, stream=open(os.devnull, "w"))
+    configure_logging(level="info", fmt=LogFormat.JSON, stream=_Discard())
     alone = AloneBench(work_dir)
     try:
         held = _hold(alone, background)
@@ -498,7 +505,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         sizes = {"rounds": args.rounds, "resident": args.claims, "background": args.background}
         if args.claim_state_only:
-            configure_logging(level="info", fmt=LogFormat.JSON, stream=open(os.devnull, "w"))
+            configure_logging(level="info", fmt=LogFormat.JSON, stream=_Discard())
             if args.no_gc:
                 gc.disable()
             emit({"benchmark": "prepare", "machine": machine(), **claim_state(work_dir, **sizes)})

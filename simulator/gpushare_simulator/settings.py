@@ -8,7 +8,9 @@ from pathlib import Path
 from dra_driver.nvml.inventory import BUILTIN_INVENTORIES
 from dra_driver.settings import flag, output_flag
 
-SCENARIO_NAMES = ("whole-card", "sharing", "placement", "isolation", "online-offline", "bad-input")
+SCENARIO_NAMES = (
+    "whole-card", "sharing", "placement", "isolation", "online-offline", "bad-input", "quota",
+)  # fmt: skip
 DEFAULT_INVENTORY = "qgpu-runbook"
 
 

@@ -49,6 +49,7 @@ CRD_KINDS = frozenset(
         ("cert-manager.io/v1", "Certificate"),
         ("monitoring.coreos.com/v1", "ServiceMonitor"),
         ("monitoring.coreos.com/v1", "PrometheusRule"),
+        ("gpushare.dra.dev/v1alpha1", "GpuShareQuota"),
     }
 )
 

@@ -81,7 +81,12 @@ def test_json_view_counts_shares_whole_cards_and_free_capacity(
     assert (taken["cores"]["free"], taken["memory"]["free"]) == ("0", "0")
     assert cards["node-1", "gpu-0"]["shares"] == []
     assert view["waiting"] == [
-        {"pod": "default/waits", "gated": True, "reason": "FailedAllocation: no card has 20Gi free"}
+        {
+            "pod": "default/waits",
+            "gated": True,
+            "reason": "FailedAllocation: no card has 20Gi free",
+            "waitsOnQuota": False,
+        }
     ]
 
 
@@ -197,6 +202,7 @@ def test_a_pod_held_by_another_gate_shows_that_gate_as_its_reason(
         "pod": "default/queued",
         "gated": True,
         "reason": "waiting for the pod's other scheduling gates: kueue.x-k8s.io/admission",
+        "waitsOnQuota": False,
     }
 
 

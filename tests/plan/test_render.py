@@ -24,14 +24,16 @@ def test_json_document_has_exactly_the_documented_keys() -> None:
     assert document["kind"] == "CapacityPlan"
     assert [p["policy"] for p in document["policies"]] == ["binpack", "spread"]
     binpack = document["policies"][0]
-    assert set(binpack) == {"policy", "summary", "pods", "cards"}
+    assert set(binpack) == {"policy", "summary", "pods", "cards", "quotas"}
     assert binpack["summary"] == {
         "pods": 6,
         "placed": 4,
         "pending": 2,
         "refused": 0,
+        "quota": 0,
         "notOurs": 0,
     }
+    assert binpack["quotas"] == []
     first = binpack["pods"][0]
     assert set(first) == {
         "namespace",

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 from fractions import Fraction
 
 from gpushare_simulator.simulate.checks import (
     DifferentCards,
     KernelsAre,
     PodIs,
+    QuotaIs,
     Refused,
     SameCard,
     StepFacts,
     Undisturbed,
 )
 from gpushare_simulator.simulate.cudawork import TaskFact
-from gpushare_simulator.simulate.observe import PodFact, ShareFact, Snapshot
+from gpushare_simulator.simulate.observe import PodFact, QuotaFact, ShareFact, Snapshot
 
 from dra_driver.usage.model import PublishedCard
 
@@ -76,6 +78,47 @@ def test_pod_is_checks_the_pending_reason() -> None:
     assert PodIs("a", "Pending", reason="no card").failures(facts(waiting)) == [
         "pod a: expected the reason to say 'no card', got 'a claim is being deleted'"
     ]
+
+
+def test_pod_is_checks_the_newest_warnings_reason() -> None:
+    """event="QuotaExceeded" holds for that event only; another is named in the failure."""
+    held = PodFact("ns", "a", "Pod/a", "Pending", None, "GpuShareQuota ns/gpu: ...", (), {},
+                   "QuotaExceeded")  # fmt: skip
+    failed = dataclasses.replace(held, reason="no card", event="FailedAllocation")
+    check = PodIs("a", "Pending", event="QuotaExceeded", reason="GpuShareQuota ns/gpu")
+    assert check.failures(facts(held)) == []
+    assert check.failures(facts(failed)) == [
+        "pod a: expected the reason to say 'GpuShareQuota ns/gpu', got 'no card'",
+        "pod a: expected a QuotaExceeded event, the newest warning is 'FailedAllocation'",
+    ]
+    assert check.describe() == (
+        "pod a is Pending with a QuotaExceeded event because 'GpuShareQuota ns/gpu'"
+    )
+
+
+def quota(used: dict[str, str], exceeded: str | None) -> StepFacts:
+    """Return facts holding quota gpu (100 cores, 10Gi) with the status the controller wrote."""
+    fact = QuotaFact("ns", "gpu", {"cores": "100", "memory": "10Gi"}, used, exceeded)
+    return StepFacts(Snapshot((), (), quotas=(fact,)), None, {})
+
+
+def test_quota_is_compares_the_written_status_as_quantities() -> None:
+    """10240Mi is 10Gi; a different use, no status yet, or Exceeded True are each named."""
+    check = QuotaIs("gpu", {"cores": "100", "memory": "10Gi"})
+    assert check.failures(quota({"cores": "100", "memory": "10240Mi"}, "False")) == []
+    assert check.failures(quota({"cores": "50", "memory": "10Gi"}, "True")) == [
+        "GpuShareQuota gpu: expected cores used 100, status says 50",
+        "GpuShareQuota gpu: expected Exceeded False, status says True",
+    ]
+    assert check.failures(quota({}, None)) == [
+        "GpuShareQuota gpu: expected cores used 100, status says nothing",
+        "GpuShareQuota gpu: expected memory used 10Gi, status says nothing",
+        "GpuShareQuota gpu: expected Exceeded False, status says nothing",
+    ]
+    assert QuotaIs("other", {}).failures(quota({}, None)) == [
+        "GpuShareQuota other: expected it, but there is no such quota"
+    ]
+    assert check.describe() == "GpuShareQuota gpu has used cores 100, memory 10Gi, within its hard"
 
 
 def test_same_card_and_different_cards() -> None:

@@ -86,10 +86,11 @@ def clean_process() -> Iterator[None]:
 
 
 def test_all_scenarios_pass_as_a_fresh_process_and_leave_nothing(full_run: FullRun) -> None:
-    """--scenario all exits 0 with six PASS lines and removes its temporary directory."""
+    """--scenario all exits 0 with seven PASS lines and removes its temporary directory."""
     assert full_run.returncode == 0, full_run.stderr
-    assert "RESULT PASS: 6 of 6 scenarios passed" in full_run.stdout
-    for name in ("whole-card", "sharing", "placement", "isolation", "online-offline", "bad-input"):
+    assert "RESULT PASS: 7 of 7 scenarios passed" in full_run.stdout
+    names = ("whole-card", "sharing", "placement", "isolation", "online-offline", "bad-input")
+    for name in (*names, "quota"):
         assert f"PASS  {name}: all " in full_run.stdout
     assert full_run.leftovers == set()
 
@@ -146,9 +147,13 @@ def test_json_report_has_the_documented_keys(clean_process: None) -> None:
     assert list(scenario) == ["name", "title", "manifest", "passed", "seconds", "steps"]
     assert scenario["manifest"] == "deploy/examples/bad-input.yaml"
     first, second = scenario["steps"]
-    assert list(first) == ["title", "actions", "pods", "refused", "cards", "cuda", "expectations"]
+    assert list(first) == [
+        "title", "actions", "pods", "refused", "cards", "cuda", "quotas", "expectations",
+    ]  # fmt: skip
     (pod,) = first["pods"]
-    assert list(pod) == ["namespace", "name", "owner", "phase", "node", "reason", "shares", "env"]
+    assert list(pod) == [
+        "namespace", "name", "owner", "phase", "node", "reason", "event", "shares", "env",
+    ]  # fmt: skip
     assert list(pod["shares"][0]) == [
         "claim", "request", "node", "device", "uuid", "pciBusID",
         "cores", "memory", "isolation", "priority",
@@ -163,6 +168,31 @@ def test_json_report_has_the_documented_keys(clean_process: None) -> None:
     assert second["refused"][0]["object"] == "ResourceClaimTemplate/too-much-memory"
     assert all(e["passed"] and e["failures"] == [] for e in second["expectations"])
     assert len(second["expectations"]) == 5
+
+
+def test_json_report_shows_the_quota_and_the_event_of_the_pod_it_holds(
+    clean_process: None,
+) -> None:
+    """-o json: the quota's hard and written status, and QuotaExceeded as the pod's event."""
+    run = Captured(SimulateSettings(scenario="quota", output="json"))
+    assert run.status == 0, run.err
+    (scenario,) = json.loads(run.out)["scenarios"]
+    over = scenario["steps"][1]
+    assert over["quotas"] == [
+        {
+            "namespace": "quota",
+            "name": "gpu",
+            "hard": {"cores": "100", "memory": "10Gi"},
+            "used": {"cores": "100", "memory": "10Gi", "cards": "0"},
+            "exceeded": "False",
+        }
+    ]
+    events = {pod["name"]: (pod["phase"], pod["event"]) for pod in over["pods"]}
+    assert events == {
+        "infer-a-0": ("Running", None),
+        "infer-b-0": ("Running", None),
+        "infer-c-0": ("Pending", "QuotaExceeded"),
+    }
 
 
 def test_json_report_shows_what_the_cuda_work_saw(clean_process: None) -> None:

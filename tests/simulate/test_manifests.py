@@ -95,7 +95,7 @@ def test_every_scenario_step_applies_something(scenario: Scenario) -> None:
 
 def test_examples_are_plain_kubernetes_objects_without_gates() -> None:
     """The examples are ready for kubectl: known kinds, a comment first, no scheduling gates."""
-    kinds = {"ResourceClaimTemplate", "ResourceClaim", "Deployment", "Job", "Pod"}
+    kinds = {"ResourceClaimTemplate", "ResourceClaim", "Deployment", "Job", "Pod", "GpuShareQuota"}
     for scenario in SCENARIOS:
         path = ROOT / "deploy" / "examples" / scenario.manifest
         text = path.read_text()

@@ -1,4 +1,4 @@
-"""The six acceptance scenarios end to end: the real components on the harness.
+"""The seven acceptance scenarios end to end: the real components on the harness.
 
 Each test runs a scenario exactly as ``gpushare-dra simulate`` does and then asserts, on the
 report itself, the facts the scenario is about: where each pod landed (card UUID and PCI bus
@@ -8,7 +8,11 @@ GPUSHARE_KUBE_BINARIES set, the same tests run against a real control plane.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +28,7 @@ from gpushare_simulator.simulate.scenarios import (
     ISOLATION,
     ONLINE_OFFLINE,
     PLACEMENT,
+    QUOTA,
     SCENARIOS,
     SHARING,
     WHOLE_CARD,
@@ -68,8 +73,8 @@ def card(fact: PodFact) -> PublishedCard:
     return found
 
 
-def test_the_scenarios_are_the_six_of_the_docs() -> None:
-    """The scenario names are docs/scenarios.md's six, in order, and the CLI offers exactly them."""
+def test_the_scenarios_are_the_seven_of_the_docs() -> None:
+    """The scenario names are docs/scenarios.md's seven, in order; the CLI offers exactly them."""
     assert [s.name for s in SCENARIOS] == list(SCENARIO_NAMES)
     assert [s.manifest for s in SCENARIOS] == [f"{name}.yaml" for name in SCENARIO_NAMES]
     doc = (Path(__file__).resolve().parents[2] / "docs" / "scenarios.md").read_text()
@@ -214,6 +219,70 @@ def test_bad_input(runner: Runner) -> None:
         in (refused["ResourceClaimTemplate/too-large"])
     )
     assert [len(c.shares) for c in report.steps[1].snapshot.cards] == [1, 0, 0]
+
+
+def test_quota(runner: Runner) -> None:
+    """Two 50-core 5Gi shares fill the quota; the third waits on it, then runs where a left."""
+    report = run(runner, QUOTA)
+    a, b = pod(report, 1, "infer-a-0"), pod(report, 1, "infer-b-0")
+    assert {card(a).uuid, card(b).uuid} <= {NODE2_CARD0, NODE2_CARD1}
+    assert [(share(f).cores, share(f).memory) for f in (a, b)] == [(50, 5 * GIB)] * 2
+    held = pod(report, 2, "infer-c-0")
+    assert (held.phase, held.node, held.event, share(held).card) == (
+        "Pending",
+        None,
+        "QuotaExceeded",
+        None,
+    )
+    assert held.reason == (
+        "GpuShareQuota quota/gpu: cores used 100, asked 50, hard 100; "
+        "GpuShareQuota quota/gpu: memory used 10Gi, asked 5Gi, hard 10Gi"
+    )
+    # node-2 had room: 100 of its 200 cores were free while infer-c waited.
+    assert sum(use.cores_used for use in report.steps[1].snapshot.cards) == 100
+    runs = pod(report, 3, "infer-c-0")
+    assert (runs.phase, card(runs), runs.event) == ("Running", card(a), None)
+    assert report.steps[2].snapshot.pod("infer-a-0") is None
+    for step in report.steps:
+        (quota,) = step.snapshot.quotas
+        assert (quota.used, quota.exceeded) == (
+            {"cores": "100", "memory": "10Gi", "cards": "0"},
+            "False",
+        )
+
+
+def test_status_names_the_pod_the_quota_holds_with_the_controllers_event(
+    runner: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """status, run on the cluster while infer-c waits, counts the quota and lists infer-c."""
+    steps = tuple(dataclasses.replace(step, checks=()) for step in QUOTA.steps[:2])
+    kept = dataclasses.replace(QUOTA, name="quota-status", steps=steps)
+    with monkeypatch.context() as patched:
+        patched.setattr(runner.ops, "clean", lambda _: None)
+        runner.run(kept, load_manifest(examples_dir() / QUOTA.manifest), kept.name)
+    kubeconfig = str(runner.ops.cluster.kubeconfig())
+    try:
+        # A process of its own, as an operator runs it: its logging is not the components'.
+        status = [sys.executable, "-m", "dra_driver", "status", "--kubeconfig", kubeconfig]
+        done = subprocess.run(
+            [*status, "-o", "json"], capture_output=True, text=True, timeout=60, check=False
+        )
+    finally:
+        runner.ops.clean(kept.name)
+    assert done.returncode == 0, done.stderr
+    view = json.loads(done.stdout)
+    (quota,) = view["quotas"]
+    assert (quota["name"], quota["claims"], quota["exceeded"]) == ("gpu", 2, [])
+    assert quota["limits"] == {
+        "cores": {"used": "100", "hard": "100"},
+        "memory": {"used": "10Gi", "hard": "10Gi"},
+    }
+    assert quota["waiting"] == ["quota-status/infer-c-0"]
+    (waiting,) = view["waiting"]
+    assert waiting["waitsOnQuota"] is True
+    assert waiting["reason"].startswith(
+        "QuotaExceeded: GpuShareQuota quota-status/gpu: cores used 100, asked 50, hard 100"
+    )
 
 
 def test_without_the_node_monitor_the_priority_expectations_fail() -> None:

@@ -63,6 +63,8 @@ class PodIs:
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
     reason: str | None = None
     """A part of the reason it does not run."""
+    event: str | None = None
+    """The reason of the newest warning event about it (``QuotaExceeded``)."""
 
     def describe(self) -> str:
         """Say what is expected, in one line."""
@@ -72,6 +74,7 @@ class PodIs:
         parts += [f"with {', '.join(share)}"] if share else []
         parts += [f"{v}" for v in (self.isolation, self.priority) if v]
         parts += [f"{k}={v}" for k, v in self.env.items()]
+        parts += [f"with a {self.event} event"] if self.event else []
         parts += [f"because {self.reason!r}"] if self.reason else []
         return " ".join(parts)
 
@@ -94,6 +97,8 @@ class PodIs:
                 found.append(f"expected {key}={value}, got {got}")
         if self.reason is not None and self.reason not in (pod.reason or ""):
             found.append(f"expected the reason to say {self.reason!r}, got {pod.reason!r}")
+        if self.event is not None and pod.event != self.event:
+            found.append(f"expected a {self.event} event, the newest warning is {pod.event!r}")
         return [f"pod {self.pod}: {problem}" for problem in found]
 
     def _share_failures(self, pod: PodFact) -> list[str]:
@@ -217,6 +222,39 @@ class Undisturbed:
         if now.env != before.env:
             found.append("its containers' environment changed")
         return [f"pod {self.pod}: was disturbed: {problem}" for problem in found]
+
+
+@dataclasses.dataclass(frozen=True)
+class QuotaIs:
+    """A GpuShareQuota's status, as the controller writes it: what is used, whether it is over."""
+
+    quota: str
+    used: Mapping[str, str]
+    """Each resource named here has this ``status.used`` (compared as quantities)."""
+    exceeded: bool = False
+
+    def describe(self) -> str:
+        """Say what is expected, in one line."""
+        used = ", ".join(f"{resource} {value}" for resource, value in self.used.items())
+        state = "over" if self.exceeded else "within"
+        return f"GpuShareQuota {self.quota} has used {used}, {state} its hard"
+
+    def failures(self, facts: StepFacts) -> list[str]:
+        """Return what does not hold."""
+        quota = facts.now.quota(self.quota)
+        if quota is None:
+            return [f"GpuShareQuota {self.quota}: expected it, but there is no such quota"]
+        found = []
+        for resource, value in self.used.items():
+            written = quota.used.get(resource)
+            if written is None or parse_quantity(written) != parse_quantity(value):
+                found.append(
+                    f"expected {resource} used {value}, status says {written or 'nothing'}"
+                )
+        wanted = "True" if self.exceeded else "False"
+        if quota.exceeded != wanted:
+            found.append(f"expected Exceeded {wanted}, status says {quota.exceeded or 'nothing'}")
+        return [f"GpuShareQuota {self.quota}: {problem}" for problem in found]
 
 
 def _state(held: bool) -> str:

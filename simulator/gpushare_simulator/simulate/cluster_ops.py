@@ -2,7 +2,8 @@
 
 Creating objects (a refusal is an answer, not an error), deleting pods at once, reporting a
 Job's pod as finished (its kubelet would), namespaces, and cleaning a namespace up until its
-claims are released. Transport and server errors raise :class:`SimulationError`.
+claims are released and its GpuShareQuotas are gone. Transport and server errors raise
+:class:`SimulationError`.
 """
 
 from __future__ import annotations
@@ -63,7 +64,14 @@ class ClusterOps:
         self._cluster = cluster
         self._core = client.CoreV1Api(cluster.api)
         self._resource = client.ResourceV1Api(cluster.api)
+        self._custom = client.CustomObjectsApi(cluster.api)
+        self._names = names
         self.observer = Observer(cluster, names)
+
+    @property
+    def cluster(self) -> FakeCluster:
+        """The cluster acted on (its kubeconfig lets a tool such as ``status`` read it)."""
+        return self._cluster
 
     def ensure_namespace(self, namespace: str) -> None:
         """Create ``namespace`` unless it exists; on a real control plane, wait for its SA."""
@@ -128,7 +136,7 @@ class ClusterOps:
         wait(lambda: self.has_phase(namespace, name, "Succeeded"), f"pod {name} to complete")
 
     def clean(self, namespace: str) -> None:
-        """Delete the namespace's pods and claims; wait until the claims are released."""
+        """Delete the namespace's pods, claims and quotas; wait until the claims are released."""
         for pod in raw.call(self._core.list_namespaced_pod, namespace)["items"]:
             self.delete_pod(namespace, pod["metadata"]["name"])
         claims = self._resource
@@ -142,3 +150,25 @@ class ClusterOps:
             return not raw.call(claims.list_namespaced_resource_claim, namespace)["items"]
 
         wait(released, f"the claims of {namespace} to be released", CLEANUP_SECONDS)
+        self._delete_quotas(namespace)
+
+    def _delete_quotas(self, namespace: str) -> None:
+        """Delete the namespace's GpuShareQuotas, where the API server serves the kind."""
+        group, version = self._names.quota_group_version
+        plural = self._names.quota_plural
+        try:
+            listed = raw.call(
+                self._custom.list_namespaced_custom_object, group, version, namespace, plural
+            )
+        except NotFoundError:
+            return
+        for quota in listed.get("items") or []:
+            with contextlib.suppress(NotFoundError):
+                raw.call(
+                    self._custom.delete_namespaced_custom_object,
+                    group,
+                    version,
+                    namespace,
+                    plural,
+                    objects.name(quota),
+                )

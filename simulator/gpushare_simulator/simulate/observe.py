@@ -1,9 +1,10 @@
 """What the simulated cluster shows: per pod where it landed and what its containers are told.
 
 Everything comes from where a cluster operator would look: the API (pods, claims and their
-allocations, the ResourceSlices the kubelet plugins published, events) and, for the
-environment, the container edits the emulated kubelet resolved from the plugin's CDI specs,
-which is what a container runtime would hand the container.
+allocations, the ResourceSlices the kubelet plugins published, events, the GpuShareQuotas
+and the status the controller writes on them) and, for the environment, the container edits
+the emulated kubelet resolved from the plugin's CDI specs, which is what a container runtime
+would hand the container.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from kubernetes import client
 
 from dra_driver.api import ConfigError, DriverNames
 from dra_driver.k8s import objects, raw
+from dra_driver.k8s.errors import NotFoundError
 from dra_driver.k8s.objects import Object
 from dra_driver.structured.config import share_config
 from dra_driver.structured.configshares import counted_claims, slice_capacities
@@ -58,6 +60,8 @@ class PodFact:
     shares: tuple[ShareFact, ...]
     env: Mapping[str, Mapping[str, str]]
     """Container name -> the interception variables it would get."""
+    event: str | None = None
+    """The reason of the newest warning event about it, while it does not run."""
 
     def merged_env(self) -> dict[str, str]:
         """Return the variables of all containers together."""
@@ -68,16 +72,35 @@ class PodFact:
 
 
 @dataclasses.dataclass(frozen=True)
+class QuotaFact:
+    """A GpuShareQuota as ``kubectl get gpusharequota`` shows it: its hard, and its status."""
+
+    namespace: str
+    name: str
+    hard: Mapping[str, str]
+    used: Mapping[str, str]
+    """``status.used`` as the controller wrote it; empty until it did."""
+    exceeded: str | None
+    """The status of its ``Exceeded`` condition (``"True"``/``"False"``); ``None``: none yet."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Snapshot:
     """The pods of interest, every card and the simulated CUDA work, at one moment."""
 
     pods: tuple[PodFact, ...]
     cards: tuple[CardUse, ...]
     tasks: tuple[TaskFact, ...] = ()
+    quotas: tuple[QuotaFact, ...] = ()
+    """The GpuShareQuotas of the namespaces of interest."""
 
     def pod(self, name: str) -> PodFact | None:
         """Return the pod named ``name``, if present."""
         return next((p for p in self.pods if p.name == name), None)
+
+    def quota(self, name: str) -> QuotaFact | None:
+        """Return the quota named ``name``, if present."""
+        return next((q for q in self.quotas if q.name == name), None)
 
     def task(self, pod: str) -> TaskFact | None:
         """Return the CUDA work of the pod named ``pod``, if it has any."""
@@ -101,11 +124,19 @@ class Observer:
         self._cluster, self._names = cluster, names
         self._core = client.CoreV1Api(cluster.api)
         self._resource = client.ResourceV1Api(cluster.api)
+        self._custom = client.CustomObjectsApi(cluster.api)
 
     def snapshot(
-        self, namespaces: Iterable[str], owners: Mapping[tuple[str, str], str]
+        self,
+        namespaces: Iterable[str],
+        owners: Mapping[tuple[str, str], str],
+        quota_namespaces: Iterable[str] = (),
     ) -> Snapshot:
-        """Return the pods of ``namespaces`` (``owners`` names what made each) and all cards."""
+        """Return the pods of ``namespaces`` (``owners`` names what made each) and all cards.
+
+        GpuShareQuotas are read only in ``quota_namespaces`` (where one was applied), so that
+        the polling of scenarios without one costs no more requests.
+        """
         slices = raw.call(self._resource.list_resource_slice)["items"]
         cards = published_cards(slices, self._names.driver)
         stored = raw.call(self._resource.list_resource_claim_for_all_namespaces)["items"]
@@ -114,7 +145,9 @@ class Observer:
             c["metadata"]["name"]: c for c in raw.call(self._resource.list_device_class)["items"]
         }
         by_name = {(c["metadata"]["namespace"], c["metadata"]["name"]): c for c in claims}
-        pods = []
+        pods, quotas = [], []
+        for namespace in sorted(set(quota_namespaces)):
+            quotas += self._quotas(namespace)
         for namespace in sorted(set(namespaces)):
             seen = _Seen(
                 by_name,
@@ -126,7 +159,39 @@ class Observer:
                 key = (namespace, pod["metadata"]["name"])
                 pods.append(self._pod(pod, owners.get(key, f"Pod/{key[1]}"), seen))
         pods.sort(key=lambda p: (p.namespace, _creation_order(owners, p)))
-        return Snapshot(tuple(pods), tuple(card_uses(self._names, slices, stored)))
+        uses = tuple(card_uses(self._names, slices, stored))
+        return Snapshot(tuple(pods), uses, quotas=tuple(quotas))
+
+    def _quotas(self, namespace: str) -> list[QuotaFact]:
+        """Return the namespace's GpuShareQuotas; none where the API server serves no such kind."""
+        group, version = self._names.quota_group_version
+        try:
+            listed = raw.call(
+                self._custom.list_namespaced_custom_object,
+                group,
+                version,
+                namespace,
+                self._names.quota_plural,
+            )
+        except NotFoundError:
+            return []
+        found = []
+        for quota in listed.get("items") or []:
+            status = objects.status(quota)
+            conditions = status.get("conditions") or []
+            exceeded = next(
+                (c.get("status") for c in conditions if c.get("type") == "Exceeded"), None
+            )
+            found.append(
+                QuotaFact(
+                    namespace,
+                    objects.name(quota),
+                    {str(k): str(v) for k, v in (objects.spec(quota).get("hard") or {}).items()},
+                    {str(k): str(v) for k, v in (status.get("used") or {}).items()},
+                    None if exceeded is None else str(exceeded),
+                )
+            )
+        return sorted(found, key=lambda q: q.name)
 
     def _pod(self, pod: Object, owner: str, seen: _Seen) -> PodFact:
         namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
@@ -147,8 +212,8 @@ class Observer:
                     env[container["name"]] = {
                         k: v for k, v in edits.env.items() if k.startswith(INTERCEPTION_PREFIXES)
                     }
-        reason = None if phase in _FINISHED else _reason(pod, seen.events)
-        return PodFact(namespace, name, owner, phase, node, reason, tuple(shares), env)
+        reason, event = (None, None) if phase in _FINISHED else _reason(pod, seen.events)
+        return PodFact(namespace, name, owner, phase, node, reason, tuple(shares), env, event)
 
     def _shares(
         self,
@@ -222,7 +287,8 @@ def _creation_order(owners: Mapping[tuple[str, str], str], pod: PodFact) -> int:
     return order.index(key) if key in order else len(order)
 
 
-def _reason(pod: Object, events: list[Object]) -> str | None:
+def _reason(pod: Object, events: list[Object]) -> tuple[str | None, str | None]:
+    """Return why the pod does not run, and the reason of the newest warning about it."""
     uid = objects.uid(pod)
     warnings = [
         e
@@ -237,12 +303,12 @@ def _reason(pod: Object, events: list[Object]) -> str | None:
                 int(e["metadata"].get("resourceVersion") or 0),
             ),
         )
-        return str(newest.get("message") or newest.get("reason"))
+        return str(newest.get("message") or newest.get("reason")), str(newest.get("reason"))
     for condition in objects.status(pod).get("conditions") or []:
         unschedulable = (
             condition.get("type") == "PodScheduled" and condition.get("status") == "False"
         )
         # A gated pod is the controller's to explain; kube-scheduler only says it is gated.
         if unschedulable and condition.get("reason") != "SchedulingGated":
-            return str(condition.get("message") or condition.get("reason"))
-    return None
+            return str(condition.get("message") or condition.get("reason")), None
+    return None, None

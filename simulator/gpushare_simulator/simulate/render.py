@@ -29,9 +29,18 @@ The JSON document (keys camelCase, amounts as Kubernetes quantity strings, absen
          "cuda": [{"pod": "batch-0", "busy": true, "held": true, "smLimit": true,
                    "smLimitPercent": 40, "smUtilization": 0, "memoryUsed": "4Gi",
                    "changes": [{"after": 0.61, "what": "held"}]}],
+         "quotas": [{"namespace": "quota", "name": "gpu",
+                     "hard": {"cores": "100", "memory": "10Gi"},
+                     "used": {"cores": "100", "memory": "10Gi", "cards": "0"},
+                     "exceeded": "False"}],
          "expectations": [{"expect": "pod infer-a-0 is Running on node-1 ...",
                            "passed": true, "failures": []}]}]}]}
 
+A pod's ``event`` is the reason of the newest warning about it while it does not run
+(``FailedAllocation``, ``QuotaExceeded``), ``null`` otherwise. ``quotas`` are the
+GpuShareQuotas of each namespace the run applied one in: their ``spec.hard``, and the
+``status.used`` and ``Exceeded`` condition the controller wrote (``{}`` and ``null`` until it
+did).
 ``--apply`` reports one scenario named ``apply`` with no expectations. A share's ``node``,
 ``device``, ``uuid`` and ``pciBusID`` are ``null`` until it is allocated, and its ``cores`` and
 ``memory`` are then what it asks for (``null``: not asked, so all of a card). ``env`` holds
@@ -55,7 +64,7 @@ from dra_driver.settings import as_document
 from dra_driver.usage import render as usage
 from dra_driver.usage.model import CardUse
 from gpushare_simulator.simulate.cudawork import TaskFact
-from gpushare_simulator.simulate.observe import PodFact, ShareFact
+from gpushare_simulator.simulate.observe import PodFact, QuotaFact, ShareFact
 from gpushare_simulator.simulate.runner import ScenarioReport, StepReport
 
 WIDTH: Final = 100
@@ -66,6 +75,7 @@ _CONSTANT_ENV: Final = frozenset(
 _POD_HEADER: Final = ("POD", "PHASE", "NODE", "CARD", "CORES", "MEMORY", "ISOLATION", "PRIORITY")
 _CARD_HEADER: Final = ("CARD", "UUID", "SHARES", "CORES", "MEMORY")
 _TASK_HEADER: Final = ("CUDA WORK", "KERNELS", "SMS IT MAY USE", "MEMORY", "AFTER THE ACTIONS")
+_QUOTA_HEADER: Final = ("QUOTA", "USED/HARD (ITS STATUS)", "EXCEEDED")
 
 
 def _cores(value: Fraction | None) -> str | None:
@@ -103,6 +113,7 @@ def _pod_json(pod: PodFact) -> Object:
         "phase": pod.phase,
         "node": pod.node,
         "reason": pod.reason,
+        "event": pod.event,
         "shares": [_share_json(share) for share in pod.shares],
         "env": {container: dict(env) for container, env in pod.env.items()},
     }
@@ -129,6 +140,16 @@ def _step_json(step: StepReport) -> Object:
         "refused": [{"object": ref, "message": message} for ref, message in step.refused.items()],
         "cards": [usage.card_json(use) for use in step.snapshot.cards],
         "cuda": [_task_json(task) for task in step.snapshot.tasks],
+        "quotas": [
+            {
+                "namespace": quota.namespace,
+                "name": quota.name,
+                "hard": dict(quota.hard),
+                "used": dict(quota.used),
+                "exceeded": quota.exceeded,
+            }
+            for quota in step.snapshot.quotas
+        ],
         "expectations": [
             {"expect": expect, "passed": not failures, "failures": list(failures)}
             for expect, failures in step.checks
@@ -241,17 +262,30 @@ def _task_lines(tasks: Sequence[TaskFact]) -> list[str]:
     return usage.columns(rows)
 
 
+def _quota_lines(quotas: Sequence[QuotaFact]) -> list[str]:
+    rows = [list(_QUOTA_HEADER)]
+    for quota in quotas:
+        used = ", ".join(
+            f"{resource} {quota.used.get(resource, '?')}/{hard}"
+            for resource, hard in quota.hard.items()
+        )
+        rows.append([quota.name, used, quota.exceeded or "-"])
+    return usage.columns(rows) if quotas else []
+
+
 def _step_lines(number: int, step: StepReport, previous: StepReport | None) -> list[str]:
     """Return a step's lines; pods and cards unchanged since the step before are not repeated."""
     lines = [f"step {number}: {step.title}", *(f"  > {action}" for action in step.actions)]
     pods, cards = _pod_lines(step.snapshot.pods), _card_lines(step.snapshot.cards)
+    quotas = _quota_lines(step.snapshot.quotas)
     same = (
         previous is not None
         and not step.refused
-        and (pods, cards)
+        and (pods, cards, quotas)
         == (
             _pod_lines(previous.snapshot.pods),
             _card_lines(previous.snapshot.cards),
+            _quota_lines(previous.snapshot.quotas),
         )
     )
     if same:
@@ -262,6 +296,7 @@ def _step_lines(number: int, step: StepReport, previous: StepReport | None) -> l
         for ref, message in step.refused.items():
             lines += ["", f"REFUSED {ref}", *_wrap("error", message)]
         lines += ["", *cards]
+        lines += ["", *quotas] if quotas else []
     return [*lines, "", *_task_lines(step.snapshot.tasks)] if step.snapshot.tasks else lines
 
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from dra_driver.api import DriverNames
+from dra_driver.api import QUOTA_KIND, DriverNames
 from gpushare_simulator.simulate.checks import StepFacts
 from gpushare_simulator.simulate.cluster_ops import (
     POLL_SECONDS,
@@ -115,6 +115,8 @@ class _Run:
         self._applied: set[int] = set()
         self._owners: dict[tuple[str, str], str] = {}
         self._namespaces = {namespace}
+        self._quota_namespaces: set[str] = set()
+        """Where a GpuShareQuota was applied: the snapshots show those namespaces' quotas."""
 
     def run(self, title: str, steps: tuple[Step, ...]) -> ScenarioReport:
         started = time.monotonic()
@@ -164,7 +166,9 @@ class _Run:
         return facts
 
     def _snapshot(self) -> Snapshot:
-        snapshot = self._ops.observer.snapshot(self._namespaces, self._owners)
+        snapshot = self._ops.observer.snapshot(
+            self._namespaces, self._owners, self._quota_namespaces
+        )
         tasks = self._work.facts(self._namespaces, self._acted)
         return dataclasses.replace(snapshot, tasks=tasks)
 
@@ -211,6 +215,8 @@ class _Run:
             message = self._ops.create(document.body, namespace)
             if message is not None:
                 refused[document.reference] = message
+            elif document.kind == QUOTA_KIND:
+                self._quota_namespaces.add(namespace)
             return
         for pod in document.pods:
             name = pod["metadata"]["name"]

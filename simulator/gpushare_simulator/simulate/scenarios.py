@@ -1,4 +1,4 @@
-"""The six acceptance scenarios (docs/scenarios.md) as data: manifest, steps, expectations.
+"""The seven acceptance scenarios (docs/scenarios.md) as data: manifest, steps, expectations.
 
 Each scenario applies its manifest of ``deploy/examples/`` in steps (a step applies the
 documents labelled ``step: <name>``, or all that are left) and then checks what a cluster
@@ -24,6 +24,7 @@ from gpushare_simulator.simulate.checks import (
     DifferentCards,
     KernelsAre,
     PodIs,
+    QuotaIs,
     Refused,
     SameCard,
     Undisturbed,
@@ -341,4 +342,42 @@ BAD_INPUT: Final = Scenario(
     ),
 )
 
-SCENARIOS: Final = (WHOLE_CARD, SHARING, PLACEMENT, ISOLATION, ONLINE_OFFLINE, BAD_INPUT)
+_AT_CEILING: Final = QuotaIs("gpu", {"cores": "100", "memory": "10Gi"})
+
+QUOTA: Final = Scenario(
+    "quota",
+    "a namespace's GpuShareQuota: shares up to its ceiling run, the next waits for room",
+    "quota.yaml",
+    (
+        Step(
+            "a quota of 100 cores and 10Gi, two shares of 50 cores and 5Gi: at the ceiling",
+            (Apply("ceiling", node="node-2"),),
+            (
+                PodIs("infer-a-0", "Running", "node-2", "50", "5Gi"),
+                PodIs("infer-b-0", "Running", "node-2", "50", "5Gi"),
+                _AT_CEILING,
+            ),
+        ),
+        Step(
+            "a third share would go over the quota: it waits, though node-2 has room for it",
+            (Apply("over", node="node-2"),),
+            (
+                PodIs(
+                    "infer-c-0", "Pending", event="QuotaExceeded",
+                    reason="GpuShareQuota quota/gpu: cores used 100, asked 50, hard 100",
+                ),
+                Undisturbed("infer-a-0"),
+                _AT_CEILING,
+            ),
+        ),
+        Step(
+            "infer-a is deleted: its share is released and infer-c runs in the room it left",
+            (Delete("Deployment/infer-a"),),
+            (PodIs("infer-c-0", "Running", "node-2", "50", "5Gi"), _AT_CEILING),
+        ),
+    ),
+)  # fmt: skip
+
+SCENARIOS: Final = (
+    WHOLE_CARD, SHARING, PLACEMENT, ISOLATION, ONLINE_OFFLINE, BAD_INPUT, QUOTA,
+)  # fmt: skip

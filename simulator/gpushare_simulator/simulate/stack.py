@@ -7,7 +7,9 @@ with a real kubelet per node), one kubelet plugin per node serving its real gRPC
 (:func:`dra_driver.kubeletplugin.plugin.run` in a thread, on fake cards), the admission
 webhook over HTTPS, registered with the API server as the chart registers it, and the
 allocation controller. :meth:`Stack.stop` stops all of it, newest first, and removes the
-directory, whatever state a failed start left.
+directory, whatever state a failed start left. The fake API server serves GpuShareQuotas as
+if the chart's CRD were installed; a real control plane is given a CRD for them before the
+controller starts (:func:`quota_crd`), so the controller's quota informer finds them served.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Final
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
-from dra_driver.api import DriverNames
+from dra_driver.api import QUOTA_KIND, DriverNames
 from dra_driver.api.classes import default_device_classes
 from dra_driver.controller.app import Controller
 from dra_driver.controller.settings import ControllerSettings
@@ -97,6 +99,42 @@ def webhook_configurations(names: DriverNames, port: int, ca_bundle: bytes) -> l
     ]
 
 
+def quota_crd(names: DriverNames) -> Object:
+    """Return a CustomResourceDefinition that serves GpuShareQuotas, with their status.
+
+    What the chart's CRD serves, without its schema's checks: the driver checks every quota
+    again as it reads it (:mod:`dra_driver.quota.model`), and the simulation creates only the
+    examples' quotas.
+    """
+    group, version = names.quota_group_version
+    open_object = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    schema = {"type": "object", "properties": {"spec": open_object, "status": open_object}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{names.quota_plural}.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {
+                "kind": QUOTA_KIND,
+                "listKind": f"{QUOTA_KIND}List",
+                "plural": names.quota_plural,
+                "singular": QUOTA_KIND.lower(),
+            },
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {"openAPIV3Schema": schema},
+                }
+            ],
+        },
+    }
+
+
 class Stack(Lifecycle):
     """The whole simulated cluster; use ``with Stack(...) as stack:``."""
 
@@ -163,6 +201,10 @@ class Stack(Lifecycle):
             raise StackError(f"the control plane did not start: {exc}") from exc
         cluster = self._cluster
         cluster.apply(default_device_classes(self.names))
+        if cluster.real:
+            self._progress("creating the GpuShareQuota CRD")
+            cluster.apply([quota_crd(self.names)])
+            self._wait(self._quotas_served, "the GpuShareQuota CRD to be Established", deadline)
         kube = KubeClientSettings(kubeconfig=str(cluster.kubeconfig()))
         self._progress("starting the kubelet plugins (gRPC on unix sockets)")
         for node in self.inventory.nodes:
@@ -245,6 +287,13 @@ class Stack(Lifecycle):
             field_selector=f"spec.nodeName={node},spec.driver={self.names.driver}",
         )
         return bool(slices.get("items"))
+
+    def _quotas_served(self) -> bool:
+        name = f"{self.names.quota_plural}.{self.names.driver}"
+        extensions = client.ApiextensionsV1Api(self.cluster.api)
+        found = raw.call(extensions.read_custom_resource_definition, name)
+        conditions = (found.get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
     def _wait(self, ready: Callable[[], bool], what: str, deadline: float) -> None:
         while not ready():

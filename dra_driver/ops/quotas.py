@@ -1,0 +1,129 @@
+"""GpuShareQuotas in ``status``: what each allows, what its namespace holds, who waits on it.
+
+What a quota has used is counted here, from the claims and slices ``status`` reads, as the
+controller counts it (:func:`dra_driver.quota.cluster_uses`); the quota's own ``status`` is
+not read: ``status`` is also the tool for when the controller is down, and then that is stale.
+A pod waits on a quota when it holds this driver's scheduling gate and the newest warning
+about it is the controller's ``QuotaExceeded``, whose message names each quota it would take
+over (``GpuShareQuota team-a/gpu: cores used 100, asked 40, hard 100``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+from dra_driver.api import DriverNames
+from dra_driver.k8s.objects import Object
+from dra_driver.quota import (
+    RESOURCES,
+    Amounts,
+    Quota,
+    QuotaSpecError,
+    cluster_uses,
+    parse_quota,
+    render_amount,
+    total_use,
+)
+from dra_driver.usage.render import columns
+
+QUOTA_EXCEEDED: Final = "QuotaExceeded"
+"""The reason of the controller's event on a pod that a quota of its namespace holds back."""
+
+
+@dataclasses.dataclass(frozen=True)
+class QuotaView:
+    """One quota: what it allows, what its namespace's counted claims hold, who waits on it."""
+
+    quota: Quota
+    used: Amounts
+    claims: int
+    """How many allocated claims take something of it."""
+    waiting: tuple[str, ...]
+    """``namespace/name`` of each gated pod whose newest warning names this quota."""
+
+    @property
+    def exceeded(self) -> tuple[str, ...]:
+        """The resources whose use is over ``hard`` (claims the controller could not hold)."""
+        return tuple(r for r, hard in self.quota.hard.items() if self.used.of(r) > hard)
+
+
+def quota_views(
+    names: DriverNames,
+    quotas: Iterable[Object],
+    *,
+    claims: Iterable[Object],
+    slices: Iterable[Object],
+    waiting: Mapping[str, str],
+) -> tuple[list[QuotaView], list[str]]:
+    """Return every enforceable quota, sorted, and why each other one is not enforced.
+
+    ``waiting`` maps each pod held back by a quota to the controller's message about it.
+    """
+    parsed, problems = [], []
+    for obj in quotas:
+        try:
+            parsed.append(parse_quota(obj))
+        except QuotaSpecError as exc:
+            problems.append(str(exc))
+    uses = cluster_uses(claims, slices, names) if parsed else []
+    views = []
+    for quota in sorted(parsed, key=lambda q: (q.namespace, q.name)):
+        used, count = total_use(quota, uses)
+        mark = f"GpuShareQuota {quota.key}:"
+        pods = tuple(sorted(pod for pod, message in waiting.items() if mark in message))
+        views.append(QuotaView(quota, used, count, pods))
+    return views, sorted(problems)
+
+
+def _used_of_hard(view: QuotaView, resource: str) -> str:
+    hard = view.quota.hard.get(resource)
+    if hard is None:
+        return "-"
+    return f"{render_amount(resource, view.used.of(resource))}/{render_amount(resource, hard)}"
+
+
+def quota_json(view: QuotaView) -> Object:
+    """Return one quota as the ``-o json`` document lists it."""
+    quota = view.quota
+    return {
+        "namespace": quota.namespace,
+        "name": quota.name,
+        "priority": str(quota.priority) if quota.priority is not None else None,
+        "limits": {
+            resource: {
+                "used": render_amount(resource, view.used.of(resource)),
+                "hard": render_amount(resource, hard),
+            }
+            for resource, hard in quota.hard.items()
+        },
+        "claims": view.claims,
+        "exceeded": list(view.exceeded),
+        "waiting": list(view.waiting),
+    }
+
+
+def quota_lines(views: list[QuotaView], problems: list[str]) -> list[str]:
+    """Return the quota table and the quotas that are not enforced; nothing without quotas."""
+    lines: list[str] = []
+    if views:
+        header = ["QUOTA", "PRIORITY", *(f"{r.upper()} USED/HARD" for r in RESOURCES)]
+        rows = [[*header, "CLAIMS", "EXCEEDED", "WAITING PODS"]]
+        for view in views:
+            over = ", ".join(view.exceeded)
+            rows.append(
+                [
+                    view.quota.key,
+                    str(view.quota.priority or "any"),
+                    *(_used_of_hard(view, resource) for resource in RESOURCES),
+                    str(view.claims),
+                    f"yes: {over}" if over else "no",
+                    ", ".join(view.waiting) or "-",
+                ]
+            )
+        lines += ["", *columns(rows)]
+    if problems:
+        lines += ["", "GpuShareQuotas the driver cannot read (not enforced):"]
+        lines += [f"  {problem}" for problem in problems]
+    return lines

@@ -1,0 +1,94 @@
+"""GpuShareQuotas in a plan: held as the controller holds them, and counted per policy.
+
+Before a pod's allocation is counted, the plan asks the controller's question: would its
+claims take a quota of its namespace over ``hard``? Counted against the policy's snapshot,
+which holds the cluster's allocated claims and every allocation planned so far. If so, the
+pod would stay gated (outcome ``quota``), with the message the controller's ``QuotaExceeded``
+event would carry. A quota the driver cannot read is reported and not held, as in the
+controller.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+
+from dra_driver.engine import ClaimAllocation, Placed, Snapshot
+from dra_driver.k8s.objects import Object
+from dra_driver.quota import (
+    Amounts,
+    Breach,
+    Quota,
+    QuotaSpecError,
+    breaches,
+    parse_quota,
+    render_amount,
+    total_use,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class QuotaUse:
+    """One quota at the end of a policy's plan."""
+
+    quota: Quota
+    used: Amounts
+    """What the cluster's claims and the planned allocations of its namespace take of it."""
+    claims: int
+    waiting: tuple[str, ...]
+    """``namespace/name`` of each pod it would hold back."""
+
+    def cells(self) -> str:
+        """``cores 100/100, memory 10Gi/10Gi``: used of hard, per limited resource."""
+        return ", ".join(
+            f"{resource} {render_amount(resource, self.used.of(resource))}/"
+            f"{render_amount(resource, hard)}"
+            for resource, hard in self.quota.hard.items()
+        )
+
+
+def parse_quotas(objects: Iterable[Object]) -> tuple[list[Quota], list[str]]:
+    """Return the quotas the controller would hold, and why each other one is not held."""
+    quotas, problems = [], []
+    for obj in objects:
+        try:
+            quotas.append(parse_quota(obj))
+        except QuotaSpecError as exc:
+            problems.append(f"{exc}; the controller would not hold it")
+    return sorted(quotas, key=lambda q: (q.namespace, q.name)), problems
+
+
+def _as_claim(allocation: ClaimAllocation, timestamp: str) -> Object:
+    """Return the claim ``allocation`` describes as it would be once written (for counting)."""
+    namespace, _, name = allocation.key.partition("/")
+    metadata = {"namespace": namespace, "name": name, "uid": allocation.uid}
+    return {"metadata": metadata, "status": {"allocation": allocation.status(timestamp)}}
+
+
+def decision_breaches(
+    snapshot: Snapshot, quotas: Iterable[Quota], decision: Placed, timestamp: str
+) -> list[Breach]:
+    """Return every resource of ``quotas`` that counting ``decision`` would take over ``hard``."""
+    asked = [
+        use
+        for allocation in decision.claims
+        if (use := snapshot.quota_use(_as_claim(allocation, timestamp))) is not None
+    ]
+    found: list[Breach] = []
+    for quota in quotas:
+        wanted, _ = total_use(quota, asked)
+        found += breaches(quota, snapshot.quota_used(quota), wanted)
+    return found
+
+
+def quota_uses(
+    snapshot: Snapshot, quotas: Sequence[Quota], held: Mapping[str, str]
+) -> tuple[QuotaUse, ...]:
+    """Return each quota as the snapshot leaves it; ``held`` maps a held pod to its message."""
+    uses = []
+    for quota in quotas:
+        used, claims = total_use(quota, snapshot.quota_uses.get(quota.namespace, {}).values())
+        mark = f"GpuShareQuota {quota.key}:"
+        waiting = tuple(pod for pod, message in held.items() if mark in message)
+        uses.append(QuotaUse(quota, used, claims, waiting))
+    return tuple(uses)
