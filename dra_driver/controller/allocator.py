@@ -25,7 +25,7 @@ from typing import Final
 from dra_driver.api import Backend, DriverNames
 from dra_driver.controller.commits import Commits
 from dra_driver.controller.metrics import ControllerMetrics
-from dra_driver.controller.quotas import decision_breaches, over_quota_now
+from dra_driver.controller.quotas import over_quota_now
 from dra_driver.controller.sharing import claim_in_use
 from dra_driver.controller.view import ClusterView, pinned_selectors
 from dra_driver.controller.writes import ClaimWriter
@@ -37,6 +37,7 @@ from dra_driver.engine import (
     place_pod,
     uses_driver,
 )
+from dra_driver.engine.quotas import decision_breaches
 from dra_driver.k8s import objects
 from dra_driver.k8s.events import EventSink, EventType
 from dra_driver.k8s.informer import object_key
@@ -272,7 +273,9 @@ class Allocator:
     def _hold_within_quotas(self, pod: Object, decision: Placed) -> None:
         """Keep the pod gated if its claims would take a quota of its namespace over ``hard``."""
         quotas = self._quotas.of(objects.namespace(pod)) if self._quotas is not None else []
-        found = decision_breaches(self._view.snapshot(), quotas, decision) if quotas else []
+        found = (
+            decision_breaches(self._view.snapshot(), quotas, decision, rfc3339()) if quotas else []
+        )
         if found:
             self._metrics.allocations.labels("quota").inc()
             self._refuse(pod, describe(found), event="QuotaExceeded")

@@ -1,6 +1,6 @@
 """GpuShareQuotas in the controller: held at allocation, reported in their status.
 
-:func:`decision_breaches` is the allocator's question
+:func:`~dra_driver.engine.quotas.decision_breaches` is the allocator's question
 before it writes a decision: would these claims take any quota of their namespace over its
 ``hard``? It counts from the allocation snapshot, which holds every allocated claim the
 watch has shown plus the controller's own writes not shown yet, so two decisions in a row
@@ -23,7 +23,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from dra_driver.api import QUOTA_KIND, DriverNames
-from dra_driver.engine import ClaimAllocation, Placed, Snapshot
+from dra_driver.engine import Snapshot
 from dra_driver.k8s import objects, raw
 from dra_driver.k8s.events import EventSink
 from dra_driver.k8s.informer import Informer
@@ -33,10 +33,8 @@ from dra_driver.logging import get_logger
 from dra_driver.quota import (
     RESOURCES,
     Amounts,
-    Breach,
     Quota,
     QuotaBook,
-    breaches,
     cluster_uses,
     outside_controller,
     render_amount,
@@ -49,35 +47,6 @@ EXCEEDED: Final = "Exceeded"
 """The condition a quota's status carries: True while ``used`` is over ``hard``."""
 _NAMED_CLAIMS: Final = 20
 """How many claims the Exceeded message names; the rest are counted."""
-
-
-def decision_breaches(
-    snapshot: Snapshot, quotas: Iterable[Quota], decision: Placed
-) -> list[Breach]:
-    """Return every resource of ``quotas`` that writing ``decision`` would take over ``hard``.
-
-    Counted against the snapshot, which holds the controller's own writes not yet echoed by
-    the watch: the previous decision's claims count, so two decisions in a row never both
-    take the last room.
-    """
-    now = rfc3339()
-    asked = [
-        use
-        for allocation in decision.claims
-        if (use := snapshot.quota_use(_as_claim(allocation, now))) is not None
-    ]
-    found: list[Breach] = []
-    for quota in quotas:
-        wanted, _ = total_use(quota, asked)
-        found += breaches(quota, snapshot.quota_used(quota), wanted)
-    return found
-
-
-def _as_claim(allocation: ClaimAllocation, now: str) -> Object:
-    """Return the claim ``allocation`` describes as it would be once written (for counting)."""
-    namespace, _, name = allocation.key.partition("/")
-    metadata = {"namespace": namespace, "name": name, "uid": allocation.uid}
-    return {"metadata": metadata, "status": {"allocation": allocation.status(now)}}
 
 
 def over_quota_now(

@@ -23,6 +23,7 @@ from dra_driver.quota import (
     QuotaSpecError,
     cluster_uses,
     parse_quota,
+    quota_document,
     render_amount,
     total_use,
 )
@@ -86,19 +87,8 @@ def _used_of_hard(view: QuotaView, resource: str) -> str:
 
 def quota_json(view: QuotaView) -> Object:
     """Return one quota as the ``-o json`` document lists it."""
-    quota = view.quota
     return {
-        "namespace": quota.namespace,
-        "name": quota.name,
-        "priority": str(quota.priority) if quota.priority is not None else None,
-        "limits": {
-            resource: {
-                "used": render_amount(resource, view.used.of(resource)),
-                "hard": render_amount(resource, hard),
-            }
-            for resource, hard in quota.hard.items()
-        },
-        "claims": view.claims,
+        **quota_document(view.quota, view.used, view.claims),
         "exceeded": list(view.exceeded),
         "waiting": list(view.waiting),
     }

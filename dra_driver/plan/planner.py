@@ -30,12 +30,13 @@ from dra_driver.engine import (
     place_pod,
     uses_driver,
 )
+from dra_driver.engine.quotas import decision_breaches
 from dra_driver.k8s import objects
 from dra_driver.k8s.objects import Object
 from dra_driver.k8s.quantity import parse_quantity
 from dra_driver.plan.admission import pod_refusal, refusals
 from dra_driver.plan.cluster import ClusterObjects
-from dra_driver.plan.quotas import QuotaUse, decision_breaches, parse_quotas, quota_uses
+from dra_driver.plan.quotas import QuotaUse, parse_quotas, quota_uses
 from dra_driver.plan.workload import PlannedPod, PodClaim, Workload
 from dra_driver.publishing.slices import PCI_BUS_ID_ATTRIBUTE
 from dra_driver.quota import Quota, describe

@@ -13,14 +13,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
-from dra_driver.engine import ClaimAllocation, Placed, Snapshot
+from dra_driver.engine import Snapshot
 from dra_driver.k8s.objects import Object
 from dra_driver.quota import (
     Amounts,
-    Breach,
     Quota,
     QuotaSpecError,
-    breaches,
     parse_quota,
     render_amount,
     total_use,
@@ -56,29 +54,6 @@ def parse_quotas(objects: Iterable[Object]) -> tuple[list[Quota], list[str]]:
         except QuotaSpecError as exc:
             problems.append(f"{exc}; the controller would not hold it")
     return sorted(quotas, key=lambda q: (q.namespace, q.name)), problems
-
-
-def _as_claim(allocation: ClaimAllocation, timestamp: str) -> Object:
-    """Return the claim ``allocation`` describes as it would be once written (for counting)."""
-    namespace, _, name = allocation.key.partition("/")
-    metadata = {"namespace": namespace, "name": name, "uid": allocation.uid}
-    return {"metadata": metadata, "status": {"allocation": allocation.status(timestamp)}}
-
-
-def decision_breaches(
-    snapshot: Snapshot, quotas: Iterable[Quota], decision: Placed, timestamp: str
-) -> list[Breach]:
-    """Return every resource of ``quotas`` that counting ``decision`` would take over ``hard``."""
-    asked = [
-        use
-        for allocation in decision.claims
-        if (use := snapshot.quota_use(_as_claim(allocation, timestamp))) is not None
-    ]
-    found: list[Breach] = []
-    for quota in quotas:
-        wanted, _ = total_use(quota, asked)
-        found += breaches(quota, snapshot.quota_used(quota), wanted)
-    return found
 
 
 def quota_uses(

@@ -46,7 +46,7 @@ from typing import Final
 from dra_driver.k8s.objects import Object
 from dra_driver.plan.planner import Outcome, Plan, PlannedShare, PodPlan, PolicyPlan
 from dra_driver.plan.quotas import QuotaUse
-from dra_driver.quota import render_amount
+from dra_driver.quota import quota_document
 from dra_driver.settings import as_document
 from dra_driver.usage.model import CardUse
 from dra_driver.usage.render import (
@@ -99,19 +99,8 @@ def _pod_json(pod: PodPlan) -> Object:
 
 
 def _quota_json(use: QuotaUse) -> Object:
-    quota = use.quota
     return {
-        "namespace": quota.namespace,
-        "name": quota.name,
-        "priority": str(quota.priority) if quota.priority is not None else None,
-        "limits": {
-            resource: {
-                "used": render_amount(resource, use.used.of(resource)),
-                "hard": render_amount(resource, hard),
-            }
-            for resource, hard in quota.hard.items()
-        },
-        "claims": use.claims,
+        **quota_document(use.quota, use.used, use.claims),
         "waiting": list(use.waiting),
     }
 

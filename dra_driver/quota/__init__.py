@@ -14,6 +14,7 @@ from dra_driver.quota.model import (
     Quota,
     QuotaSpecError,
     parse_quota,
+    quota_document,
     render_amount,
 )
 from dra_driver.quota.use import (
@@ -43,6 +44,7 @@ __all__ = [
     "describe",
     "outside_controller",
     "parse_quota",
+    "quota_document",
     "render_amount",
     "total_use",
 ]

@@ -126,3 +126,20 @@ def _amount(where: str, resource: str, value: object) -> Fraction:
     if resource in (CORES, CARDS) and amount.denominator != 1:
         raise QuotaSpecError(f"{where}: {field} must be a whole number, is {value}")
     return amount
+
+
+def quota_document(quota: Quota, used: Amounts, claims: int) -> dict[str, object]:
+    """Return a quota and its use as ``status -o json`` and ``plan -o json`` list it."""
+    return {
+        "namespace": quota.namespace,
+        "name": quota.name,
+        "priority": str(quota.priority) if quota.priority is not None else None,
+        "limits": {
+            resource: {
+                "used": render_amount(resource, used.of(resource)),
+                "hard": render_amount(resource, hard),
+            }
+            for resource, hard in quota.hard.items()
+        },
+        "claims": claims,
+    }
