@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any, Final
 
 import yaml
+from gpushare_simulator.harness.apiserver import FakeApiServer
 
 from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames, Placement
+from dra_driver.api.classes import default_device_classes
 from dra_driver.nvml.inventory import builtin_inventory
-from dra_driver.plan.inventory import inventory_cluster
+from dra_driver.plan.inventory import inventory_cluster, node_object, node_slices
 from dra_driver.plan.planner import Plan, make_plan
 from dra_driver.plan.workload import parse_workload
 
@@ -98,3 +100,13 @@ def plan_of(
     """Plan the workload ``text`` on a built-in inventory."""
     cluster = inventory_cluster(NAMES, builtin_inventory(inventory), f"inventory {inventory}")
     return make_plan(NAMES, cluster, parse_workload(text, "work.yaml"), policies)
+
+
+def serve_runbook(server: FakeApiServer) -> None:
+    """Create qgpu-runbook's nodes, their slices and the chart's classes on ``server``."""
+    for node in builtin_inventory("qgpu-runbook").nodes:
+        server.create(node_object(node))
+        for slice_ in node_slices(NAMES, node):
+            server.create(slice_)
+    for device_class in default_device_classes(NAMES):
+        server.create(device_class)

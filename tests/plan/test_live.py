@@ -9,12 +9,9 @@ from typing import Any
 
 import pytest
 from gpushare_simulator.harness.apiserver import FakeApiServer
-from plan.builders import EXAMPLE, NAMES
+from plan.builders import EXAMPLE, NAMES, serve_runbook
 
-from dra_driver.api.classes import default_device_classes
 from dra_driver.cli.main import main
-from dra_driver.nvml.inventory import builtin_inventory
-from dra_driver.plan.inventory import node_object, node_slices
 
 # What someone else's pod already holds on node-2's first card: 12 of its 15 GiB.
 EXISTING_CLAIM = {
@@ -67,12 +64,7 @@ EXISTING_CLAIM = {
 def server() -> Iterator[FakeApiServer]:
     """Run a fake API server holding the qgpu-runbook cluster, its slices and classes."""
     with FakeApiServer() as running:
-        for node in builtin_inventory("qgpu-runbook").nodes:
-            running.create(node_object(node))
-            for slice_ in node_slices(NAMES, node):
-                running.create(slice_)
-        for device_class in default_device_classes(NAMES):
-            running.create(device_class)
+        serve_runbook(running)
         running.reset_requests()
         yield running
         assert running.internal_errors == []

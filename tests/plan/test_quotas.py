@@ -10,12 +10,10 @@ from typing import Any
 import pytest
 import yaml
 from gpushare_simulator.harness.apiserver import FakeApiServer
-from plan.builders import NAMES
+from plan.builders import NAMES, serve_runbook
 
-from dra_driver.api.classes import default_device_classes
 from dra_driver.cli.main import main
 from dra_driver.nvml.inventory import builtin_inventory, dump_inventory
-from dra_driver.plan.inventory import node_object, node_slices
 
 QUOTA = """\
 quotas:
@@ -242,12 +240,7 @@ def test_an_inventory_without_quotas_is_still_checked_field_by_field(
 def server() -> Iterator[FakeApiServer]:
     """Serve qgpu-runbook, the chart's classes, namespace team-a and its quota gpu."""
     with FakeApiServer() as running:
-        for node in builtin_inventory("qgpu-runbook").nodes:
-            running.create(node_object(node))
-            for slice_ in node_slices(NAMES, node):
-                running.create(slice_)
-        for device_class in default_device_classes(NAMES):
-            running.create(device_class)
+        serve_runbook(running)
         running.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}})
         running.create(yaml.safe_load(QUOTA)["quotas"][0])
         yield running
