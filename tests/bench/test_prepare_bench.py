@@ -17,14 +17,15 @@ def test_prepare_benchmark_smoke_run_prepares_everything_and_cleans_up() -> None
         "latency_with_resident": result["rounds_with_resident"],
         "latency_plugin_alone": result["rounds"],
         "latency_claim_state": result["rounds"],
-        "latency_claim_state_with_resident": result["rounds_with_resident"],
+        # The claim state's target is its p99 at 1,000: as many calls as with few claims.
+        "latency_claim_state_with_resident": result["rounds"],
     }
     assert rounds == {
         "latency": 4,
         "latency_with_resident": 1,
         "latency_plugin_alone": 4,
         "latency_claim_state": 4,
-        "latency_claim_state_with_resident": 1,
+        "latency_claim_state_with_resident": 4,
     }
     for mode, count in rounds.items():
         for kind in ("prepare", "unprepare"):
