@@ -10,7 +10,6 @@ over (``GpuShareQuota team-a/gpu: cores used 100, asked 40, hard 100``).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Final
 
@@ -18,12 +17,10 @@ from dra_driver.api import DriverNames
 from dra_driver.k8s.objects import Object
 from dra_driver.quota import (
     RESOURCES,
-    Amounts,
-    Quota,
     QuotaSpecError,
+    QuotaStanding,
     cluster_uses,
     parse_quota,
-    quota_document,
     render_amount,
     total_use,
 )
@@ -33,23 +30,6 @@ QUOTA_EXCEEDED: Final = "QuotaExceeded"
 """The reason of the controller's event on a pod that a quota of its namespace holds back."""
 
 
-@dataclasses.dataclass(frozen=True)
-class QuotaView:
-    """One quota: what it allows, what its namespace's counted claims hold, who waits on it."""
-
-    quota: Quota
-    used: Amounts
-    claims: int
-    """How many allocated claims take something of it."""
-    waiting: tuple[str, ...]
-    """``namespace/name`` of each gated pod whose newest warning names this quota."""
-
-    @property
-    def exceeded(self) -> tuple[str, ...]:
-        """The resources whose use is over ``hard`` (claims the controller could not hold)."""
-        return tuple(r for r, hard in self.quota.hard.items() if self.used.of(r) > hard)
-
-
 def quota_views(
     names: DriverNames,
     quotas: Iterable[Object],
@@ -57,7 +37,7 @@ def quota_views(
     claims: Iterable[Object],
     slices: Iterable[Object],
     waiting: Mapping[str, str],
-) -> tuple[list[QuotaView], list[str]]:
+) -> tuple[list[QuotaStanding], list[str]]:
     """Return every enforceable quota, sorted, and why each other one is not enforced.
 
     ``waiting`` maps each pod held back by a quota to the controller's message about it.
@@ -74,27 +54,23 @@ def quota_views(
         used, count = total_use(quota, uses)
         mark = f"GpuShareQuota {quota.key}:"
         pods = tuple(sorted(pod for pod, message in waiting.items() if mark in message))
-        views.append(QuotaView(quota, used, count, pods))
+        views.append(QuotaStanding(quota, used, count, pods))
     return views, sorted(problems)
 
 
-def _used_of_hard(view: QuotaView, resource: str) -> str:
+def _used_of_hard(view: QuotaStanding, resource: str) -> str:
     hard = view.quota.hard.get(resource)
     if hard is None:
         return "-"
     return f"{render_amount(resource, view.used.of(resource))}/{render_amount(resource, hard)}"
 
 
-def quota_json(view: QuotaView) -> Object:
+def quota_json(view: QuotaStanding) -> Object:
     """Return one quota as the ``-o json`` document lists it."""
-    return {
-        **quota_document(view.quota, view.used, view.claims),
-        "exceeded": list(view.exceeded),
-        "waiting": list(view.waiting),
-    }
+    return {**view.document(), "exceeded": list(view.exceeded)}
 
 
-def quota_lines(views: list[QuotaView], problems: list[str]) -> list[str]:
+def quota_lines(views: list[QuotaStanding], problems: list[str]) -> list[str]:
     """Return the quota table and the quotas that are not enforced; nothing without quotas."""
     lines: list[str] = []
     if views:

@@ -16,7 +16,13 @@ from dra_driver.api import DriverNames
 from dra_driver.k8s import objects
 from dra_driver.k8s.informer import object_key
 from dra_driver.k8s.objects import Object
-from dra_driver.ops.quotas import QUOTA_EXCEEDED, QuotaView, quota_json, quota_lines, quota_views
+from dra_driver.ops.quotas import (
+    QUOTA_EXCEEDED,
+    quota_json,
+    quota_lines,
+    quota_views,
+)
+from dra_driver.quota import QuotaStanding
 from dra_driver.settings import as_document
 from dra_driver.usage.model import CardUse, card_uses
 from dra_driver.usage.render import card_identity, columns, cores, memory
@@ -39,7 +45,7 @@ class Status:
 
     cards: list[CardUse]
     waiting: list[Waiting]
-    quotas: list[QuotaView] = dataclasses.field(default_factory=list)
+    quotas: list[QuotaStanding] = dataclasses.field(default_factory=list)
     quota_problems: list[str] = dataclasses.field(default_factory=list)
     """Quotas the driver cannot read, or why none could be listed."""
 

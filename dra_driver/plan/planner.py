@@ -36,10 +36,10 @@ from dra_driver.k8s.objects import Object
 from dra_driver.k8s.quantity import parse_quantity
 from dra_driver.plan.admission import pod_refusal, refusals
 from dra_driver.plan.cluster import ClusterObjects
-from dra_driver.plan.quotas import QuotaUse, parse_quotas, quota_uses
+from dra_driver.plan.quotas import parse_quotas, quota_uses
 from dra_driver.plan.workload import PlannedPod, PodClaim, Workload
 from dra_driver.publishing.slices import PCI_BUS_ID_ATTRIBUTE
-from dra_driver.quota import Quota, describe
+from dra_driver.quota import Quota, QuotaStanding, describe
 from dra_driver.structured.configshares import counted_claim
 from dra_driver.usage.model import CardUse, card_uses
 
@@ -103,7 +103,7 @@ class PolicyPlan:
     policy: Placement
     pods: tuple[PodPlan, ...]
     cards: tuple[CardUse, ...]
-    quotas: tuple[QuotaUse, ...] = ()
+    quotas: tuple[QuotaStanding, ...] = ()
 
     def count(self, outcome: Outcome) -> int:
         """Return how many pods ended with ``outcome``."""
@@ -295,7 +295,7 @@ class _PolicyRun:
         names = self.snapshot.names
         return tuple(card_uses(names, self.cluster.slices, self._claims.values()))
 
-    def quota_uses(self) -> tuple[QuotaUse, ...]:
+    def quota_uses(self) -> tuple[QuotaStanding, ...]:
         """Return every quota with what its namespace holds now, and whom it held back."""
         return quota_uses(self.snapshot, self.quotas, self.held)
 

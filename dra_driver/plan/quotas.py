@@ -10,39 +10,17 @@ controller.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
 from dra_driver.engine import Snapshot
 from dra_driver.k8s.objects import Object
 from dra_driver.quota import (
-    Amounts,
     Quota,
     QuotaSpecError,
+    QuotaStanding,
     parse_quota,
-    render_amount,
     total_use,
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class QuotaUse:
-    """One quota at the end of a policy's plan."""
-
-    quota: Quota
-    used: Amounts
-    """What the cluster's claims and the planned allocations of its namespace take of it."""
-    claims: int
-    waiting: tuple[str, ...]
-    """``namespace/name`` of each pod it would hold back."""
-
-    def cells(self) -> str:
-        """``cores 100/100, memory 10Gi/10Gi``: used of hard, per limited resource."""
-        return ", ".join(
-            f"{resource} {render_amount(resource, self.used.of(resource))}/"
-            f"{render_amount(resource, hard)}"
-            for resource, hard in self.quota.hard.items()
-        )
 
 
 def parse_quotas(objects: Iterable[Object]) -> tuple[list[Quota], list[str]]:
@@ -58,12 +36,12 @@ def parse_quotas(objects: Iterable[Object]) -> tuple[list[Quota], list[str]]:
 
 def quota_uses(
     snapshot: Snapshot, quotas: Sequence[Quota], held: Mapping[str, str]
-) -> tuple[QuotaUse, ...]:
+) -> tuple[QuotaStanding, ...]:
     """Return each quota as the snapshot leaves it; ``held`` maps a held pod to its message."""
     uses = []
     for quota in quotas:
         used, claims = total_use(quota, snapshot.quota_uses.get(quota.namespace, {}).values())
         mark = f"GpuShareQuota {quota.key}:"
         waiting = tuple(pod for pod, message in held.items() if mark in message)
-        uses.append(QuotaUse(quota, used, claims, waiting))
+        uses.append(QuotaStanding(quota, used, claims, waiting))
     return tuple(uses)

@@ -45,8 +45,6 @@ from typing import Final
 
 from dra_driver.k8s.objects import Object
 from dra_driver.plan.planner import Outcome, Plan, PlannedShare, PodPlan, PolicyPlan
-from dra_driver.plan.quotas import QuotaUse
-from dra_driver.quota import quota_document
 from dra_driver.settings import as_document
 from dra_driver.usage.model import CardUse
 from dra_driver.usage.render import (
@@ -98,13 +96,6 @@ def _pod_json(pod: PodPlan) -> Object:
     }
 
 
-def _quota_json(use: QuotaUse) -> Object:
-    return {
-        **quota_document(use.quota, use.used, use.claims),
-        "waiting": list(use.waiting),
-    }
-
-
 def _policy_json(result: PolicyPlan) -> Object:
     summary: Object = {"pods": len(result.pods)}
     summary.update({outcome.value: result.count(outcome) for outcome in Outcome})
@@ -113,7 +104,7 @@ def _policy_json(result: PolicyPlan) -> Object:
         "summary": summary,
         "pods": [_pod_json(pod) for pod in result.pods],
         "cards": [card_json(card) for card in result.cards],
-        "quotas": [_quota_json(use) for use in result.quotas],
+        "quotas": [use.document() for use in result.quotas],
     }
 
 

@@ -13,8 +13,8 @@ from dra_driver.quota.model import (
     Amounts,
     Quota,
     QuotaSpecError,
+    QuotaStanding,
     parse_quota,
-    quota_document,
     render_amount,
 )
 from dra_driver.quota.use import (
@@ -38,13 +38,13 @@ __all__ = [
     "Quota",
     "QuotaBook",
     "QuotaSpecError",
+    "QuotaStanding",
     "breaches",
     "claim_use",
     "cluster_uses",
     "describe",
     "outside_controller",
     "parse_quota",
-    "quota_document",
     "render_amount",
     "total_use",
 ]

@@ -128,18 +128,44 @@ def _amount(where: str, resource: str, value: object) -> Fraction:
     return amount
 
 
-def quota_document(quota: Quota, used: Amounts, claims: int) -> dict[str, object]:
-    """Return a quota and its use as ``status -o json`` and ``plan -o json`` list it."""
-    return {
-        "namespace": quota.namespace,
-        "name": quota.name,
-        "priority": str(quota.priority) if quota.priority is not None else None,
-        "limits": {
-            resource: {
-                "used": render_amount(resource, used.of(resource)),
-                "hard": render_amount(resource, hard),
-            }
-            for resource, hard in quota.hard.items()
-        },
-        "claims": claims,
-    }
+@dataclasses.dataclass(frozen=True)
+class QuotaStanding:
+    """One quota: what it allows, what its namespace's claims hold, who waits on it."""
+
+    quota: Quota
+    used: Amounts
+    claims: int
+    """How many allocated (or planned) claims take something of it."""
+    waiting: tuple[str, ...]
+    """``namespace/name`` of each pod it holds back (or would)."""
+
+    @property
+    def exceeded(self) -> tuple[str, ...]:
+        """The resources whose use is over ``hard`` (claims the controller could not hold)."""
+        return tuple(r for r, hard in self.quota.hard.items() if self.used.of(r) > hard)
+
+    def cells(self) -> str:
+        """``cores 100/100, memory 10Gi/10Gi``: used of hard, per limited resource."""
+        return ", ".join(
+            f"{resource} {render_amount(resource, self.used.of(resource))}/"
+            f"{render_amount(resource, hard)}"
+            for resource, hard in self.quota.hard.items()
+        )
+
+    def document(self) -> dict[str, object]:
+        """Return the quota and its use as ``status -o json`` and ``plan -o json`` list it."""
+        quota = self.quota
+        return {
+            "namespace": quota.namespace,
+            "name": quota.name,
+            "priority": str(quota.priority) if quota.priority is not None else None,
+            "limits": {
+                resource: {
+                    "used": render_amount(resource, self.used.of(resource)),
+                    "hard": render_amount(resource, hard),
+                }
+                for resource, hard in quota.hard.items()
+            },
+            "claims": self.claims,
+            "waiting": list(self.waiting),
+        }
