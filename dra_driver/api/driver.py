@@ -83,6 +83,11 @@ class DriverNames:
         return f"{self.driver}/allocation"
 
     @property
+    def nomination_annotation(self) -> str:
+        """The claim annotation that holds a card's room for the claim while others are evicted."""
+        return f"{self.driver}/nomination"
+
+    @property
     def scheduling_gate(self) -> str:
         """The pod scheduling gate that holds a pod until the controller allocated its claims."""
         return f"{self.driver}/allocation"

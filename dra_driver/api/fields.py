@@ -1,7 +1,7 @@
 """How each ``GpuShareConfig`` field is read from JSON, written back, and described in the schema.
 
-One codec per kind of field: an enum (isolation, priority, placement, backend) or a size (cores,
-memory). The decoder, :meth:`GpuShareConfig.to_parameters` and the JSON Schema all go through
+One codec per kind of field: an enum (isolation, priority, placement, backend), a size (cores,
+memory) or a switch (preemptible). The decoder, :meth:`GpuShareConfig.to_parameters` and the JSON Schema all go through
 the codec, and a test checks that the schema and the decoder accept the same documents, so each
 codec's ``schema`` must say exactly what its ``decode`` accepts.
 """
@@ -28,6 +28,10 @@ _CORES_TEXT: Final = r"^(0|[1-9][0-9]?|100)$"
 _MEMORY_TEXT: Final = r"^[1-9][0-9]{0,6}(Mi|Gi|Ti)$"
 
 
+JsonScalar = str | bool
+"""What ``to_parameters`` writes for one field: text, or a JSON boolean."""
+
+
 class JsonNumber(str):
     """A JSON number as its text: the decoder never turns numbers into floats or huge ints."""
 
@@ -40,8 +44,8 @@ class Codec(Protocol):
     def decode(self, value: object, path: str) -> object:
         """Return the field's value; raise :class:`ConfigError` naming ``path``."""
 
-    def encode(self, value: object) -> str:
-        """Return the text ``to_parameters`` writes for a decoded value."""
+    def encode(self, value: object) -> JsonScalar:
+        """Return the JSON value ``to_parameters`` writes for a decoded value."""
 
     def schema(self) -> dict[str, object]:
         """Return the field's JSON Schema, ``null`` (unset) included."""
@@ -153,3 +157,22 @@ class MemoryCodec:
     def schema(self) -> dict[str, object]:
         """Return a string of a whole number of Mi, Gi or Ti."""
         return {"type": ["string", "null"], "pattern": _MEMORY_TEXT}
+
+
+@dataclass(frozen=True)
+class BoolCodec:
+    """A JSON boolean; strings such as ``"false"`` are refused, as a structural schema would."""
+
+    def decode(self, value: object, path: str) -> object:
+        """Return the boolean."""
+        if not isinstance(value, bool):
+            raise ConfigError.invalid_type(path, "a boolean (true or false)", json_type(value))
+        return value
+
+    def encode(self, value: object) -> JsonScalar:
+        """Return the boolean itself."""
+        return bool(value)
+
+    def schema(self) -> dict[str, object]:
+        """Return a boolean, plus null."""
+        return {"type": ["boolean", "null"]}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final
 
-from dra_driver.api.fields import Codec, CoresCodec, EnumCodec, MemoryCodec
+from dra_driver.api.fields import BoolCodec, Codec, CoresCodec, EnumCodec, JsonScalar, MemoryCodec
 
 if TYPE_CHECKING:
     from dra_driver.api.driver import DriverNames
@@ -114,6 +114,12 @@ class GpuShareConfig:
         "counted like a memory capacity request. " + _SIZE_NOTE + " Default: all of the "
         "card's memory.",
     )
+    preemptible: bool | None = _config_field(
+        BoolCodec(),
+        "Whether an online claim that fits on no card may have this claim's pod evicted to "
+        "make room (offline claims only: online work is never evicted). false exempts the "
+        "pod. Default: true.",
+    )
 
     def effective(self) -> EffectiveConfig:
         """Fill in the defaults that do not depend on the controller or the node."""
@@ -124,11 +130,12 @@ class GpuShareConfig:
             backend=self.backend,
             cores=self.cores,
             memory=self.memory,
+            preemptible=self.preemptible is not False,
         )
 
-    def to_parameters(self, names: DriverNames) -> dict[str, str]:
+    def to_parameters(self, names: DriverNames) -> dict[str, JsonScalar]:
         """Return the opaque ``parameters`` object, with only the fields that are set."""
-        parameters = {"apiVersion": names.config_api_version, "kind": names.config_kind}
+        parameters: dict[str, JsonScalar] = {"apiVersion": names.config_api_version, "kind": names.config_kind}
         for field in CONFIG_FIELDS:
             value = getattr(self, field.name)
             if value is not None:
@@ -152,6 +159,12 @@ class EffectiveConfig:
     backend: Backend | None
     cores: int | None = None
     memory: int | None = None
+    preemptible: bool = True
+
+    @property
+    def preemptible_offline(self) -> bool:
+        """Whether an online claim may have this share's pod evicted to make room."""
+        return self.priority is Priority.OFFLINE and self.preemptible
 
     @property
     def sized(self) -> bool:

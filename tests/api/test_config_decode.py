@@ -29,7 +29,7 @@ CUSTOM = DriverNames.for_driver("gpu.example.com")
 API_VERSION = "gpushare.dra.dev/v1alpha1"
 HEAD = {"apiVersion": API_VERSION, "kind": "GpuShareConfig"}
 
-FIELDS = '"apiVersion", "backend", "cores", "isolation", "kind", "memory", "placement", "priority"'
+FIELDS = '"apiVersion", "backend", "cores", "isolation", "kind", "memory", "placement", "preemptible", "priority"'
 ISOLATIONS = '"best-effort", "burst-share", "exclusive", "fixed-share"'
 UNKNOWN = f"Unknown field: allowed fields: {FIELDS}"
 MUST_API = f'must be "{API_VERSION}"'
@@ -43,6 +43,7 @@ configs = st.builds(
     backend=st.none() | st.sampled_from(Backend),
     cores=st.none() | st.integers(min_value=0, max_value=100),
     memory=st.none() | st.integers(min_value=1, max_value=4 * 1024**2).map(lambda m: m * 1024**2),
+    preemptible=st.none() | st.booleans(),
 )
 
 
@@ -182,6 +183,18 @@ MALFORMED: list[tuple[str, bytes, str, str]] = [
         doc(priority="high"),
         "parameters.priority",
         'parameters.priority: Unsupported value: "high": supported values: "offline", "online"',
+    ),
+    (
+        "preemptible-string",
+        doc(preemptible="false"),
+        "parameters.preemptible",
+        "parameters.preemptible: Invalid type: expected a boolean (true or false), got string",
+    ),
+    (
+        "preemptible-number",
+        doc(preemptible=0),
+        "parameters.preemptible",
+        "parameters.preemptible: Invalid type: expected a boolean (true or false), got number",
     ),
     (
         "placement-unknown",

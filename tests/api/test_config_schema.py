@@ -149,6 +149,7 @@ KNOWN_KEYS = [
     "backend",
     "cores",
     "memory",
+    "preemptible",
 ]
 ENUM_VALUES = [
     member.value for enum in (Isolation, Priority, Placement, Backend) for member in enum
@@ -169,7 +170,7 @@ json_values = st.recursive(
 field_values = (
     st.sampled_from([*ENUM_VALUES, "Online", "burst", "fixed_share", "", "x/v1", "GpuConfig"])
     | st.sampled_from(["30", "030", "100", "101", "-1", "1.5", "0", "5Gi", "512Mi", "0Mi", "5G"])
-    | st.sampled_from([0, 30, 100, 101, -1, 30.0, 30.5, 1e300, True])
+    | st.sampled_from([0, 30, 100, 101, -1, 30.0, 30.5, 1e300, True, False, "false"])
     | st.sampled_from([NAMES.config_api_version, NAMES.config_kind, None])
     | json_values
 )
@@ -187,6 +188,7 @@ def documents(draw: st.DrawFn) -> dict[str, object]:
             backend=st.none() | st.sampled_from(Backend),
             cores=st.none() | st.integers(min_value=0, max_value=100),
             memory=st.none() | st.integers(min_value=1, max_value=10**6).map(lambda m: m << 20),
+            preemptible=st.none() | st.booleans(),
         )
     )
     document: dict[str, object] = dict(config.to_parameters(NAMES))

@@ -184,7 +184,7 @@ CLAIM_CASES = [
         one(configs=[config(isolaton="fixed-share")]),
         denied(
             f'{PARAMS}.isolaton: Unknown field: allowed fields: "apiVersion", "backend", '
-            '"cores", "isolation", "kind", "memory", "placement", "priority"'
+            '"cores", "isolation", "kind", "memory", "placement", "preemptible", "priority"'
         ),
     ),
     validate(
