@@ -1,9 +1,9 @@
 """How each ``GpuShareConfig`` field is read from JSON, written back, and described in the schema.
 
 One codec per kind of field: an enum (isolation, priority, placement, backend), a size (cores,
-memory) or a switch (preemptible). The decoder, :meth:`GpuShareConfig.to_parameters` and the JSON Schema all go through
-the codec, and a test checks that the schema and the decoder accept the same documents, so each
-codec's ``schema`` must say exactly what its ``decode`` accepts.
+memory) or a switch (preemptible). The decoder, :meth:`GpuShareConfig.to_parameters` and the
+JSON Schema all go through the codec, and a test checks that the schema and the decoder accept
+the same documents, so each codec's ``schema`` must say exactly what its ``decode`` accepts.
 """
 
 from __future__ import annotations

@@ -135,7 +135,10 @@ class GpuShareConfig:
 
     def to_parameters(self, names: DriverNames) -> dict[str, JsonScalar]:
         """Return the opaque ``parameters`` object, with only the fields that are set."""
-        parameters: dict[str, JsonScalar] = {"apiVersion": names.config_api_version, "kind": names.config_kind}
+        parameters: dict[str, JsonScalar] = {
+            "apiVersion": names.config_api_version,
+            "kind": names.config_kind,
+        }
         for field in CONFIG_FIELDS:
             value = getattr(self, field.name)
             if value is not None:

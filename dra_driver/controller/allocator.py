@@ -20,12 +20,14 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from typing import Final
+from typing import Final, NoReturn
 
 from dra_driver.api import Backend, DriverNames
 from dra_driver.controller.commits import Commits
 from dra_driver.controller.metrics import ControllerMetrics
+from dra_driver.controller.preemption import Preemptor
 from dra_driver.controller.quotas import over_quota_now
+from dra_driver.controller.rollback import roll_back
 from dra_driver.controller.sharing import claim_in_use
 from dra_driver.controller.view import ClusterView, pinned_selectors
 from dra_driver.controller.writes import ClaimWriter
@@ -38,6 +40,7 @@ from dra_driver.engine import (
     uses_driver,
 )
 from dra_driver.engine.quotas import decision_breaches
+from dra_driver.engine.scan import NodeFit
 from dra_driver.k8s import objects
 from dra_driver.k8s.events import EventSink, EventType
 from dra_driver.k8s.informer import object_key
@@ -47,7 +50,6 @@ from dra_driver.k8s.scheduling import pinned_node
 from dra_driver.k8s.timestamps import epoch_seconds, rfc3339
 from dra_driver.logging import bound, get_logger
 from dra_driver.quota import QuotaBook, describe
-from dra_driver.structured.configshares import SCHEDULER_FINALIZER
 
 PodKey = tuple[str, str]
 CATCH_UP: Final[PodKey] = ("", "")
@@ -83,8 +85,10 @@ class Allocator:
         elected: bool = False,
         alone: Callable[[], bool] = lambda: False,
         quotas: QuotaBook | None = None,
+        preemptor: Preemptor | None = None,
     ) -> None:
         self._names = names
+        self._preemptor = preemptor
         self._quotas = quotas
         self._default_backend = default_backend
         self._view = view
@@ -164,6 +168,8 @@ class Allocator:
     def _allocate(self, pod: Object, claims: list[Object]) -> None:
         if not self._commits.may_write():
             raise Requeue(_LEASE_POLL_SECONDS, "waiting for the leader Lease to be renewed")
+        if self._preemptor is not None:
+            self._preemptor.sweep()
         classes = self._view.snapshot().classes
         missing = sorted({name for c in claims for name in class_names(c)} - set(classes))
         if missing:
@@ -177,23 +183,7 @@ class Allocator:
             self._refuse(pod, "a claim of the pod is being deleted")
             return
         if pending:
-            pinned = pinned_selectors(claims)
-            started = time.perf_counter()
-            decision = place_pod(
-                self._view.snapshot(),
-                pod,
-                pending,
-                self._policy,
-                pinned=pinned,
-                node_fit=self._view.node_fit(pod),
-            )
-            self._metrics.decision_seconds.observe(time.perf_counter() - started)
-            if isinstance(decision, Unplaceable):
-                self._unplaceable(pod, ours, decision)
-                return
-            self._hold_within_quotas(pod, decision)
-            self._write(pod, pending, decision)
-            raise Requeue(_ECHO_POLL_SECONDS, "checking the allocation once the watch shows it")
+            self._decide(pod, claims, ours, pending)
         if not ours:
             log.info("allocation.not_ours", reason="no claim uses a DeviceClass of this driver")
         elif not self._view.nodes_overlap(pinned_selectors(claims)):
@@ -202,6 +192,8 @@ class Allocator:
         else:
             self._commit(pod, ours)
             self._hold_if_in_use(pod, ours, classes)
+            if self._preemptor is not None:
+                self._preemptor.settle(ours)
         if not self._writer.remove_gate(pod, self._names.scheduling_gate):
             return
         self._ungated[object_key(pod)] = objects.uid(pod)
@@ -215,6 +207,28 @@ class Allocator:
                 max(0.0, self._clock() - epoch_seconds(created))
             )
         log.info("allocation.ungated")
+
+    def _decide(
+        self, pod: Object, claims: list[Object], ours: list[Object], pending: list[Object]
+    ) -> NoReturn:
+        """Place the pending claims and write them, or make room, or say why not."""
+        pinned, node_fit = pinned_selectors(claims), self._view.node_fit(pod)
+        snapshot = self._view.snapshot()
+        held = self._preemptor.own_holds(snapshot, pod, pending) if self._preemptor else []
+        started = time.perf_counter()
+        with snapshot.without(held):  # the room its nomination holds is the pod's own
+            decision = place_pod(
+                snapshot, pod, pending, self._policy, pinned=pinned, node_fit=node_fit
+            )
+        self._metrics.decision_seconds.observe(time.perf_counter() - started)
+        if isinstance(decision, Unplaceable):
+            self._unplaceable(pod, ours, decision)
+            if not decision.refused:
+                self._preempt(pod, pending, pinned, node_fit)
+            self._fail(pod, decision)
+        self._hold_within_quotas(pod, decision)
+        self._write(pod, pending, decision)
+        raise Requeue(_ECHO_POLL_SECONDS, "checking the allocation once the watch shows it")
 
     def _write(self, pod: Object, pending: list[Object], decision: Placed) -> None:
         by_uid = {objects.uid(c): c for c in pending}
@@ -329,46 +343,31 @@ class Allocator:
         raise Requeue(self._rng.uniform(0, _COLLISION_BACKOFF_SECONDS), "allocation collided")
 
     def _unplaceable(self, pod: Object, ours: list[Object], decision: Unplaceable) -> None:
-        rolled_back = self._roll_back(pod, ours)
+        """Count the outcome; start afresh at once if claims of an earlier attempt went back."""
         result = "refused" if decision.refused else "unplaceable"
         self._metrics.allocations.labels(result).inc()
+        if roll_back(self._view, self._writer, pod, ours):
+            raise Requeue(0.0, "released a partial allocation; trying all claims afresh")
+
+    def _preempt(
+        self, pod: Object, pending: list[Object], pinned: list[Object], node_fit: NodeFit
+    ) -> None:
+        """Wait on evictions instead, when evicting offline pods lets an online one fit."""
+        if self._preemptor is None:
+            return
+        waiting = self._preemptor.attempt(pod, pending, pinned=pinned, node_fit=node_fit)
+        if waiting is not None:
+            self._refuse(pod, waiting.reason, event=waiting.event, kind=waiting.kind)
+            raise Requeue(_UNPLACEABLE_RETRY_SECONDS, waiting.reason)
+
+    def _fail(self, pod: Object, decision: Unplaceable) -> NoReturn:
         key = _pod_key(pod)
         if self._last_reason.get(key) != decision.reason:
             self._last_reason[key] = decision.reason
             reason = "InvalidClaim" if decision.refused else "FailedAllocation"
             self._events.record(pod, "Warning", reason, decision.reason)
             log.info("allocation.unplaceable", refused=decision.refused, reason=decision.reason)
-        if rolled_back:
-            raise Requeue(0.0, "released a partial allocation; trying all claims afresh")
         raise Requeue(_UNPLACEABLE_RETRY_SECONDS, decision.reason)
-
-    def _roll_back(self, pod: Object, ours: list[Object]) -> bool:
-        """Release claims we allocated for this pod in an earlier, interrupted attempt.
-
-        A crash or conflict between two claims' writes leaves some allocated; the rest must
-        then fit on the same node. When they do not, holding the first ones would block the
-        pod forever, so they are released: only unreserved ones of ours (committed or not)
-        that no other pod refers to (a shared claim may be what another, ungated pod is
-        waiting for).
-        """
-        released = False
-        uid = objects.uid(pod)
-        for claim in ours:
-            if any(objects.uid(other) != uid for other in self._view.pods_using(claim)):
-                continue
-            status = objects.status(claim)
-            finalizers = claim["metadata"].get("finalizers") or []
-            reserved = {str(r.get("uid")) for r in status.get("reservedFor") or []}
-            if (
-                status.get("allocation")
-                and reserved <= {uid}  # reserved for this pod at most: by us, as we allocated
-                and SCHEDULER_FINALIZER not in finalizers
-            ):
-                cleared = self._writer.clear_allocation(claim)
-                self._view.assume(self._writer.remove_finalizer(cleared))
-                log.info("allocation.rolled_back", claim=claim["metadata"]["name"])
-                released = True
-        return released
 
     def _refuse(
         self,

@@ -18,7 +18,9 @@ from prometheus_client import CollectorRegistry
 
 from dra_driver.api import Backend, DriverNames
 from dra_driver.controller.allocator import CATCH_UP, Allocator
+from dra_driver.controller.evictions import EvictionWriter
 from dra_driver.controller.metrics import CardCollector, ControllerMetrics, GatedCollector
+from dra_driver.controller.preemption import Preemptor
 from dra_driver.controller.quotas import QuotaCollector, QuotaStatus
 from dra_driver.controller.releaser import Releaser
 from dra_driver.controller.settings import ControllerSettings
@@ -91,6 +93,17 @@ class Controller:
             events=self._events,
         )
         registry.register(QuotaCollector(quota_status.exported))
+        preemptor = None
+        if settings.preemption:
+            preemptor = Preemptor(
+                names,
+                self.view,
+                writer=EvictionWriter(api_client, writer, names.nomination_annotation),
+                events=self._events,
+                metrics=self.metrics,
+                policy=policy_of(settings),
+                clock=time.time,
+            )
         allocator = Allocator(
             names,
             self.view,
@@ -102,6 +115,7 @@ class Controller:
             elected=settings.leader_elect,
             alone=lambda: self._elector is not None and self._elector.holds_firmly(),
             quotas=book,
+            preemptor=preemptor,
         )
         releaser = Releaser(names, self.view, writer, self.metrics)
         stall_limit = timeouts_of(api_client).calls(_PASS_CALLS)

@@ -55,6 +55,19 @@ class ControllerMetrics:
             "Claims whose allocation this controller cleared",
             registry=registry,
         )
+        self.preemptions = Counter(
+            f"{_PREFIX}_preemptions",
+            "Preemptions by outcome: nominated (room held for an online pod, its victims "
+            "evicted), blocked (it would fit, but only by breaking a PodDisruptionBudget), "
+            "expired or pod_gone (a nomination dropped before its pod was placed)",
+            ["result"],
+            registry=registry,
+        )
+        self.preemption_victims = Counter(
+            f"{_PREFIX}_preemption_victims",
+            "Offline pods evicted to make room for online ones",
+            registry=registry,
+        )
         self.is_leader = Gauge(
             f"{_PREFIX}_leader", "1 while this replica is the active leader", registry=registry
         )

@@ -29,6 +29,11 @@ class ControllerSettings:
         "capacity), place several claims sized by GpuShareConfig cores/memory by the "
         "controller's own accounting; false: such cards are only handed out whole",
     )
+    preemption: bool = flag(
+        True,
+        "evict offline pods (through the Eviction API) when an online pod fits on no card "
+        "until they are gone; false: online pods wait like any other",
+    )
     leader_elect: bool = flag(True, "elect one active replica through a coordination Lease")
     leader_election_namespace: str = flag(
         "gpushare", "namespace of the leader-election Lease (usually the release namespace)"

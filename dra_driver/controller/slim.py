@@ -47,9 +47,19 @@ _POD_SPEC: Final = (
     "overhead",
     "resources",
     "topologySpreadConstraints",
+    "priority",
+    "preemptionPolicy",
 )
-_BOUND_POD_SPEC: Final = ("nodeName", "affinity", "resourceClaims", "overhead", "resources")
-"""Anti-affinity stays: it keeps other pods off the node."""
+_BOUND_POD_SPEC: Final = (
+    "nodeName",
+    "affinity",
+    "resourceClaims",
+    "overhead",
+    "resources",
+    "priority",
+    "terminationGracePeriodSeconds",
+)
+"""Anti-affinity stays: it keeps other pods off the node. Priority and grace: preemption."""
 _CONTAINER: Final = ("name", "restartPolicy")
 _POD_STATUS: Final = ("phase", "resourceClaimStatuses")
 _NODE_METADATA: Final = ("name", "uid", "labels")

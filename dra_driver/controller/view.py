@@ -34,14 +34,15 @@ from dra_driver.k8s.versions import FirstServed
 
 Listener = Callable[[str, EventType, Object], None]
 """Called with the informer name ("pods", "claims", "slices", "classes", "nodes",
-"taintrules", "quotas")."""
+"taintrules", "quotas", "budgets")."""
 _version = objects.resource_version_number
 
 
 class ClusterView(InformerGroup):
     """Informers for the objects allocation reads, and the snapshot.
 
-    Pods, claims, slices, classes, nodes, DeviceTaintRules and GpuShareQuotas. The last two
+    Pods, claims, slices, classes, nodes, PodDisruptionBudgets (for preemption),
+    DeviceTaintRules and GpuShareQuotas. The last two
     are optional: DeviceTaintRules are read in whichever version the API server serves, and
     not at all while it serves none (DRADeviceTaintRules off, as 1.36 ships it); without the
     quota CRD no quota applies.
@@ -114,6 +115,12 @@ class ClusterView(InformerGroup):
             CustomList(api_client, *names.quota_group_version, names.quota_plural),
             optional=True,
         )
+        # PodDisruptionBudgets: preemption picks victims whose budgets allow their eviction.
+        self.budgets = informer(
+            "budgets",
+            client.PolicyV1Api(api_client).list_pod_disruption_budget_for_all_namespaces,
+            transform=compact,
+        )
         # They run whether or not this replica leads, so a failover starts with warm caches.
         super().__init__(
             self.pods,
@@ -123,13 +130,14 @@ class ClusterView(InformerGroup):
             self.nodes,
             self.taint_rules,
             self.quotas,
+            self.budgets,
         )
 
     def _changed(self, name: str, kind: EventType, obj: Object) -> None:
         if name == "pods":
             self.usage.update(obj, deleted=kind == "DELETED")
         with self._lock:
-            if name not in ("pods", "claims", "quotas"):
+            if name not in ("pods", "claims", "quotas", "budgets"):
                 self._snapshot = None
                 self._generation += 1
             if name == "claims":

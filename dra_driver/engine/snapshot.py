@@ -8,9 +8,10 @@ kube-scheduler allocates the same cards to pods that skip the controller
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -18,6 +19,7 @@ from dra_driver.api import ConfigError, DriverNames, Priority
 from dra_driver.api.fields import MEMORY
 from dra_driver.engine.devices import MALFORMED, Device, read_devices
 from dra_driver.engine.load import Load
+from dra_driver.engine.nomination import Nomination, NominationError, nomination_of
 from dra_driver.k8s import objects
 from dra_driver.k8s.objects import Object
 from dra_driver.quota import Amounts, ClaimUse, Quota, claim_use, total_use
@@ -26,6 +28,17 @@ from dra_driver.structured.config import share_config
 from dra_driver.structured.configshares import counted_claim
 from dra_driver.structured.consumable import Capacity
 from dra_driver.structured.taintrules import rule_taints, with_rule_taints
+
+
+@dataclasses.dataclass(frozen=True)
+class Held:
+    """Room held for an unallocated claim by its nomination (:mod:`nomination`)."""
+
+    claim: Object
+    """The claim as read, annotation and all: counting it again restores the hold."""
+    counted: Object
+    """The claim as counted: allocated to the nomination's planned results."""
+    nomination: Nomination
 
 
 @dataclasses.dataclass
@@ -57,6 +70,10 @@ class Snapshot:
     """Share whole-only cards by config sizes; see :attr:`Device.plain`."""
     quota_uses: dict[str, dict[str, ClaimUse]] = dataclasses.field(default_factory=dict)
     """Namespace -> claim UID -> what the claim takes of the namespace's GpuShareQuotas."""
+    held: dict[str, Held] = dataclasses.field(default_factory=dict)
+    """Claim UID -> the room its nomination holds, counted as taken by every decision."""
+    preemptible: dict[str, Object] = dataclasses.field(default_factory=dict)
+    """Claim UID -> counted claims whose every share of ours is offline and preemptible."""
 
     @functools.cached_property
     def node_names(self) -> tuple[str, ...]:
@@ -130,12 +147,15 @@ class Snapshot:
             self.problems.append(f"a claim: {exc!s}; not counted")
             return
         self.remove_claim(uid)
-        if allocated:
+        if not allocated:
+            self._hold(uid, claim)
+        else:
             if self.share_plain:
                 # What is counted is what gets removed again: counted once, stored as counted.
                 claim = counted_claim(claim, self.names, self.capacities)
             self.state.add_claim(claim)
-            self._count_priorities(claim, 1)
+            if self._count_priorities(claim, 1):
+                self.preemptible[uid] = claim
             self.counted[uid] = claim
             self.counted_names[_name_of(claim)] = uid
             self.load.refresh(_device_ids(claim))
@@ -143,8 +163,56 @@ class Snapshot:
             if use is not None:
                 self.quota_uses.setdefault(use.namespace, {})[uid] = use
 
+    def _hold(self, uid: str, claim: Object) -> None:
+        """Count the room a nomination holds for the unallocated ``claim``, if it has one."""
+        try:
+            nomination = nomination_of(claim, self.names.nomination_annotation)
+        except NominationError as exc:
+            self.problems.append(f"claim {'/'.join(_name_of(claim))}: nomination: {exc}; ignored")
+            return
+        if nomination is None:
+            return
+        held = nomination.held_claim(claim)
+        devices = _device_ids(held)
+        unknown = [d for d in devices if d not in self.by_id]
+        if unknown:
+            self.problems.append(
+                f"claim {'/'.join(_name_of(claim))}: nomination names devices not published "
+                f"now ({', '.join('/'.join(d) for d in unknown)}); ignored"
+            )
+            return
+        self.state.add_claim(held)
+        self.held[uid] = Held(claim, held, nomination)
+        self.load.refresh(devices)
+
+    @contextlib.contextmanager
+    def without(self, uids: Iterable[str]) -> Iterator[None]:
+        """Leave the claims (allocations and holds) with ``uids`` uncounted inside the block.
+
+        For a question about the cluster as it would be without them (a pod placed on the
+        room its own nomination holds, a pod placed after victims are gone); they are counted
+        again, exactly as before, when the block ends.
+        """
+        kept = [
+            (uid, self.held[uid].claim if uid in self.held else self.counted.get(uid))
+            for uid in dict.fromkeys(uids)
+        ]
+        for uid, _ in kept:
+            self.remove_claim(uid)
+        try:
+            yield
+        finally:
+            for _, claim in kept:
+                if claim is not None:
+                    self.update_claim(claim)
+
     def remove_claim(self, uid: str) -> None:
         """Stop counting the claim with ``uid`` (its allocation ended or it is gone)."""
+        held = self.held.pop(uid, None)
+        if held is not None:
+            self.state.remove_claim(held.counted)
+            self.load.refresh(_device_ids(held.counted))
+        self.preemptible.pop(uid, None)
         counted = self.counted.pop(uid, None)
         if counted is not None:
             if self.counted_names.get(_name_of(counted)) == uid:
@@ -182,23 +250,38 @@ class Snapshot:
         return device.capacities if device is not None else None
 
     def overcommitted(self, claims: Iterable[Object]) -> list[str]:
-        """Say which of our cards the claims' allocations share with more than they hold."""
-        problems = []
-        for device_id in dict.fromkeys(d for claim in claims for d in _device_ids(claim)):
-            device = self.by_id.get(device_id)
-            problem = device and self.state.overcommitted(device_id, device.capacities)
-            if device and problem:
-                problems.append(f"card {device.label}: {problem}")
-        return problems
+        """Say which of our cards the claims' allocations share with more than they hold.
 
-    def _count_priorities(self, claim: Object, sign: int) -> None:
+        Held room is left out: it overlaps its victims' allocations until they are released,
+        and a decision that saw the hold never placed anything on it.
+        """
+        device_ids = list(dict.fromkeys(d for claim in claims for d in _device_ids(claim)))
+        wanted = set(device_ids)
+        holds = [h.counted for h in self.held.values() if wanted & set(_device_ids(h.counted))]
+        for held in holds:
+            self.state.remove_claim(held)
+        try:
+            problems = []
+            for device_id in device_ids:
+                device = self.by_id.get(device_id)
+                problem = device and self.state.overcommitted(device_id, device.capacities)
+                if device and problem:
+                    problems.append(f"card {device.label}: {problem}")
+            return problems
+        finally:
+            for held in holds:
+                self.state.add_claim(held)
+
+    def _count_priorities(self, claim: Object, sign: int) -> bool:
+        """Count the claim's shares per priority; return whether all are preemptible offline."""
         try:
             allocation = claim["status"]["allocation"]
             devices = allocation.get("devices") or {}
             results = list(devices.get("results") or [])
             configs = list(devices.get("config") or [])
         except MALFORMED:
-            return  # AllocatedState reports malformed allocations already
+            return False  # AllocatedState reports malformed allocations already
+        ours = preemptible = 0
         for result in results:
             if not isinstance(result, dict):
                 continue
@@ -216,8 +299,11 @@ class Snapshot:
                 # The kubelet plugin refuses such a claim; it still holds its capacity.
                 config = share_config([], self.names, "", path="")
             counts = self.priorities.setdefault(device_id, {})
-            priority = config.effective().priority
-            counts[priority] = counts.get(priority, 0) + sign
+            effective = config.effective()
+            counts[effective.priority] = counts.get(effective.priority, 0) + sign
+            ours += 1
+            preemptible += effective.preemptible_offline
+        return ours > 0 and preemptible == ours
 
 
 def _name_of(claim: Object) -> tuple[str, str]:

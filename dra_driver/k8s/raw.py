@@ -36,11 +36,33 @@ def get(api_client: client.ApiClient, path: str, **path_params: str) -> Object:
     For callers that would otherwise build a generated API class only for one read:
     ``CoreV1Api`` alone imports some 230 model modules, 20 MB in every kubelet plugin.
     """
+    return _request(api_client, "GET", path, None, path_params)
+
+
+def post(api_client: client.ApiClient, path: str, body: Object, **path_params: str) -> Object:
+    """POST ``body`` to ``path`` and return the answer as a dict.
+
+    For subresources whose generated method insists on a model for the body (an Eviction).
+    """
+    return _request(api_client, "POST", path, body, path_params)
+
+
+def _request(
+    api_client: client.ApiClient,
+    method: str,
+    path: str,
+    body: Object | None,
+    path_params: dict[str, str],
+) -> Object:
+    headers = {"Accept": "application/json"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
     request = api_client.param_serialize(
-        method="GET",
+        method=method,
         resource_path=path,
         path_params=path_params,
-        header_params={"Accept": "application/json"},
+        header_params=headers,
+        body=body,
         auth_settings=["BearerToken"],
     )
     with translate_errors():
@@ -50,8 +72,8 @@ def get(api_client: client.ApiClient, path: str, **path_params: str) -> Object:
             return_http_data_only=True,
         )  # fmt: skip
         data = response.data
-    body: Object = json.loads(data) if data else {}
-    return body
+    answer: Object = json.loads(data) if data else {}
+    return answer
 
 
 JSON_PATCH = "application/json-patch+json"
