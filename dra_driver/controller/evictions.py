@@ -22,8 +22,6 @@ from dra_driver.k8s.errors import ConflictError, NotFoundError, RetryableError
 from dra_driver.k8s.informer import object_key
 from dra_driver.k8s.objects import Object
 
-_EVICTION_PATH = "/api/v1/namespaces/{namespace}/pods/{name}/eviction"
-
 
 @dataclasses.dataclass(frozen=True)
 class Evicted:
@@ -80,7 +78,13 @@ class EvictionWriter:
             "deleteOptions": {"preconditions": {"uid": pod.uid}},
         }
         try:
-            raw.post(self._api, _EVICTION_PATH, body, namespace=pod.namespace, name=pod.name)
+            raw.post(
+                self._api,
+                "/api/v1/namespaces/{namespace}/pods/{name}/eviction",
+                body,
+                namespace=pod.namespace,
+                name=pod.name,
+            )
         except (NotFoundError, ConflictError):
             # Gone, or the UID precondition failed: another pod has taken its name.
             return Evicted()

@@ -57,6 +57,7 @@ CRD_KINDS = frozenset(
 MATRIX: dict[str, dict[str, Any]] = {
     "defaults": {},
     "webhook-off": {"webhook": {"enabled": False}},
+    "preemption-off": {"controller": {"preemption": {"enabled": False}}},
     "mps-backend": {"kubeletPlugin": {"backend": "mps"}},
     "custom-driver-name": {"driverName": "gpu.example.com"},
     "cert-manager": {

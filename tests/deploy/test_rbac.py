@@ -64,6 +64,10 @@ CALLS: dict[str, frozenset[Permission]] = {
     "patch_namespaced_pod": frozenset({(CORE, "pods", "patch")}),
     "read_namespaced_pod": frozenset({(CORE, "pods", "get")}),
     "list_namespaced_pod": frozenset({(CORE, "pods", "list")}),
+    # Preemption picks victims whose PodDisruptionBudgets allow their eviction (view.py).
+    "list_pod_disruption_budget_for_all_namespaces": frozenset(
+        {("policy", "poddisruptionbudgets", "list"), ("policy", "poddisruptionbudgets", "watch")}
+    ),
     # The controller's events, in k8s/events.py.
     "create_namespaced_event": frozenset({(CORE, "events", "create")}),
     # The webhook hosted by the controller, in webhook/cache.py.
@@ -135,14 +139,20 @@ API_CLASSES = (
     client.CoordinationV1Api,
     client.VersionApi,
     client.CustomObjectsApi,
+    client.PolicyV1Api,
 )
 
 _METHOD = re.compile(r"\.((?:list|read|create|replace|patch|delete|get)_\w+)\b")
-# raw.get(api_client, "<path>", ...): reads by path, without a generated API class.
-_RAW_GET = re.compile(r'raw\.get\(\s*[\w.]+,\s*"([^"]+)"')
-RAW_GETS: dict[str, frozenset[Permission]] = {
-    "/api/v1/nodes/{name}": frozenset({("", "nodes", "get")}),
-    "/version/": frozenset(),  # non-resource URL, readable by every authenticated user
+# raw.get / raw.post(api_client, "<path>", ...): requests by path, without a generated API
+# class (and for an Eviction, without the model the generated method insists on).
+_RAW_CALL = re.compile(r'raw\.(get|post)\(\s*[\w.]+,\s*"([^"]+)"')
+RAW_CALLS: dict[tuple[str, str], frozenset[Permission]] = {
+    ("get", "/api/v1/nodes/{name}"): frozenset({("", "nodes", "get")}),
+    ("get", "/version/"): frozenset(),  # non-resource URL, readable by every authenticated user
+    # controller/evictions.py: preemption evicts through the Eviction API.
+    ("post", "/api/v1/namespaces/{namespace}/pods/{name}/eviction"): frozenset(
+        {("", "pods/eviction", "create")}
+    ),
 }
 
 
@@ -164,16 +174,20 @@ def client_calls(files: Iterable[Path]) -> set[str]:
     return found
 
 
-def raw_paths(files: Iterable[Path]) -> set[str]:
-    """Paths read with ``raw.get`` in ``files``."""
-    return {path for f in files for path in _RAW_GET.findall(f.read_text())}
+def raw_paths(files: Iterable[Path]) -> set[tuple[str, str]]:
+    """(method, path) of the ``raw.get`` and ``raw.post`` calls in ``files``."""
+    return {(m, path) for f in files for m, path in _RAW_CALL.findall(f.read_text())}
 
 
-def needed(component: str, *, webhook: bool = True) -> tuple[set[Permission], set[Permission]]:
+def needed(
+    component: str, *, webhook: bool = True, preemption: bool = True
+) -> tuple[set[Permission], set[Permission]]:
     """(cluster-wide, lease) permissions the component's code needs, from the table."""
     files = module_files(component)
     if not webhook:
         files = [f for f in files if "webhook" not in f.relative_to(ROOT).parts]
+    if not preemption:  # the evictions are never made; the budgets are still read
+        files = [f for f in files if f.name != "evictions.py"]
     cluster: set[Permission] = set()
     lease: set[Permission] = set()
     own = COMPONENT_CALLS.get(component, {})
@@ -182,8 +196,8 @@ def needed(component: str, *, webhook: bool = True) -> tuple[set[Permission], se
             lease |= LEASE_CALLS[call]
         else:
             cluster |= own.get(call, CALLS[call])
-    for path in raw_paths(files):
-        cluster |= RAW_GETS[path]
+    for call in raw_paths(files):
+        cluster |= RAW_CALLS[call]
     return cluster, lease
 
 
@@ -208,8 +222,8 @@ def test_every_api_call_of_a_component_has_a_permission_entry(component: str) ->
     assert calls, f"no client call found for {component}: is the scan broken?"
     unknown = calls - set(CALLS) - set(LEASE_CALLS)
     assert unknown == set(), f"add these {component} calls to CALLS with their permissions"
-    paths = raw_paths(module_files(component)) - set(RAW_GETS)
-    assert paths == set(), f"add these {component} raw.get paths to RAW_GETS"
+    paths = raw_paths(module_files(component)) - set(RAW_CALLS)
+    assert paths == set(), f"add these {component} raw.get/raw.post paths to RAW_CALLS"
 
 
 def test_scan_finds_the_calls_it_must() -> None:
@@ -223,16 +237,23 @@ def test_scan_finds_the_calls_it_must() -> None:
     assert {"create_resource_slice", "read_namespaced_resource_claim"} <= (
         client_calls(module_files("kubelet-plugin"))
     )
-    assert {"/api/v1/nodes/{name}", "/version/"} <= raw_paths(module_files("kubelet-plugin"))
+    assert {("get", "/api/v1/nodes/{name}"), ("get", "/version/")} <= raw_paths(
+        module_files("kubelet-plugin")
+    )
+    assert ("post", "/api/v1/namespaces/{namespace}/pods/{name}/eviction") in raw_paths(
+        module_files("controller")
+    )
 
 
-@pytest.mark.parametrize("case", ["defaults", "webhook-off"])
+@pytest.mark.parametrize("case", ["defaults", "webhook-off", "preemption-off"])
 def test_controller_cluster_role_grants_exactly_what_the_code_needs(
     rendered: Callable[[str], Rendered], case: str
 ) -> None:
     """The controller's ClusterRole equals the table's permissions for its calls, no more."""
     r = rendered(case)
-    cluster, _ = needed("controller", webhook=case != "webhook-off")
+    cluster, _ = needed(
+        "controller", webhook=case != "webhook-off", preemption=case != "preemption-off"
+    )
     assert granted(r.one("ClusterRole", "gpushare-controller")) == cluster
 
 
