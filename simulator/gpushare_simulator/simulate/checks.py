@@ -225,6 +225,31 @@ class Undisturbed:
 
 
 @dataclasses.dataclass(frozen=True)
+class Evicted:
+    """Exactly ``count`` of the pods, all running before this step, are gone; the rest run on."""
+
+    pods: tuple[str, ...]
+    count: int = 1
+
+    def describe(self) -> str:
+        """Say what is expected, in one line."""
+        return f"exactly {self.count} of {', '.join(self.pods)} evicted, the others undisturbed"
+
+    def failures(self, facts: StepFacts) -> list[str]:
+        """Return what does not hold."""
+        gone = [name for name in self.pods if facts.now.pod(name) is None]
+        if len(gone) != self.count:
+            return [
+                f"expected {self.count} of {', '.join(self.pods)} evicted, got {gone or 'none'}"
+            ]
+        found = []
+        for name in self.pods:
+            if name not in gone:
+                found += Undisturbed(name).failures(facts)
+        return found
+
+
+@dataclasses.dataclass(frozen=True)
 class QuotaIs:
     """A GpuShareQuota's status, as the controller writes it: what is used, whether it is over."""
 

@@ -1,4 +1,4 @@
-"""The seven acceptance scenarios (docs/scenarios.md) as data: manifest, steps, expectations.
+"""The eight acceptance scenarios (docs/scenarios.md) as data: manifest, steps, expectations.
 
 Each scenario applies its manifest of ``deploy/examples/`` in steps (a step applies the
 documents labelled ``step: <name>``, or all that are left) and then checks what a cluster
@@ -22,6 +22,7 @@ from typing import Final
 from gpushare_simulator.simulate.checks import (
     Check,
     DifferentCards,
+    Evicted,
     KernelsAre,
     PodIs,
     QuotaIs,
@@ -378,6 +379,30 @@ QUOTA: Final = Scenario(
     ),
 )  # fmt: skip
 
+PREEMPTION: Final = Scenario(
+    "preemption",
+    "an online pod that fits on no card has as few offline pods evicted as it takes",
+    "preemption.yaml",
+    (
+        Step(
+            "two offline shares of 40 cores and 6Gi on node-1's one card: 20 cores, 3Gi left",
+            (Apply("batch", node="node-1"),),
+            (
+                PodIs("batch-1", "Running", "node-1", "40", "6Gi", priority="offline"),
+                PodIs("batch-2", "Running", "node-1", "40", "6Gi", priority="offline"),
+            ),
+        ),
+        Step(
+            "an online share of 60 cores and 8Gi: one batch pod is evicted, the service runs",
+            (Apply("serving", node="node-1"),),
+            (
+                PodIs("serving-0", "Running", "node-1", "60", "8Gi", priority="online"),
+                Evicted(("batch-1", "batch-2")),
+            ),
+        ),
+    ),
+)  # fmt: skip
+
 SCENARIOS: Final = (
-    WHOLE_CARD, SHARING, PLACEMENT, ISOLATION, ONLINE_OFFLINE, BAD_INPUT, QUOTA,
+    WHOLE_CARD, SHARING, PLACEMENT, ISOLATION, ONLINE_OFFLINE, BAD_INPUT, QUOTA, PREEMPTION,
 )  # fmt: skip
