@@ -10,6 +10,7 @@ from dra_driver.settings import flag, output_flag
 
 SCENARIO_NAMES = (
     "whole-card", "sharing", "placement", "isolation", "online-offline", "bad-input", "quota",
+    "preemption",
 )  # fmt: skip
 DEFAULT_INVENTORY = "qgpu-runbook"
 

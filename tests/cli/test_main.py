@@ -193,11 +193,11 @@ def test_simulate_runs_a_scenario_with_quiet_components(capsys: pytest.CaptureFi
 
 
 def test_simulate_refuses_an_unknown_scenario(capsys: pytest.CaptureFixture[str]) -> None:
-    """An unknown --scenario exits 2 naming the seven scenarios and all."""
+    """An unknown --scenario exits 2 naming the eight scenarios and all."""
     assert main(["simulate", "--scenario", "everything"], environ={}) == 2
     err = capsys.readouterr().err
     assert err.startswith("gpushare-dra simulate: error: --scenario: invalid value 'everything'")
-    assert "whole-card, sharing, placement, isolation, online-offline, bad-input, quota, all" in err
+    assert "whole-card, sharing, placement, isolation, online-offline, bad-input, quota, preemption, all" in err
 
 
 def test_missing_subcommand_is_a_usage_error() -> None:

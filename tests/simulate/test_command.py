@@ -86,11 +86,11 @@ def clean_process() -> Iterator[None]:
 
 
 def test_all_scenarios_pass_as_a_fresh_process_and_leave_nothing(full_run: FullRun) -> None:
-    """--scenario all exits 0 with seven PASS lines and removes its temporary directory."""
+    """--scenario all exits 0 with eight PASS lines and removes its temporary directory."""
     assert full_run.returncode == 0, full_run.stderr
-    assert "RESULT PASS: 7 of 7 scenarios passed" in full_run.stdout
+    assert "RESULT PASS: 8 of 8 scenarios passed" in full_run.stdout
     names = ("whole-card", "sharing", "placement", "isolation", "online-offline", "bad-input")
-    for name in (*names, "quota"):
+    for name in (*names, "quota", "preemption"):
         assert f"PASS  {name}: all " in full_run.stdout
     assert full_run.leftovers == set()
 

@@ -1,4 +1,4 @@
-"""``gpushare-dra simulate --kube-binaries``: the seven scenarios on a real plane and kubelets.
+"""``gpushare-dra simulate --kube-binaries``: the eight scenarios on a real plane and kubelets.
 
 Each run is a fresh process, as a user starts it, on ``../shared/k8s/bin`` (or the directory
 ``GPUSHARE_KUBE_BINARIES`` names): real etcd, kube-apiserver, kube-controller-manager,
@@ -46,7 +46,7 @@ def _simulate(cwd: Path, *flags: str) -> tuple[dict[str, Any], str]:
 
 
 def test_every_scenario_passes_on_a_real_plane_with_real_kubelets(tmp_path: Path) -> None:
-    """--kube-binaries: all seven scenarios pass, the report names the plane, nothing is left."""
+    """--kube-binaries: all eight scenarios pass, the report names the plane, nothing is left."""
     report, stderr = _simulate(tmp_path)
     assert report["passed"] is True
     assert [s["name"] for s in report["scenarios"]] == list(SCENARIO_NAMES)

@@ -1,4 +1,4 @@
-"""The seven acceptance scenarios end to end: the real components on the harness.
+"""The eight acceptance scenarios end to end: the real components on the harness.
 
 Each test runs a scenario exactly as ``gpushare-dra simulate`` does and then asserts, on the
 report itself, the facts the scenario is about: where each pod landed (card UUID and PCI bus
@@ -28,6 +28,7 @@ from gpushare_simulator.simulate.scenarios import (
     ISOLATION,
     ONLINE_OFFLINE,
     PLACEMENT,
+    PREEMPTION,
     QUOTA,
     SCENARIOS,
     SHARING,
@@ -73,8 +74,8 @@ def card(fact: PodFact) -> PublishedCard:
     return found
 
 
-def test_the_scenarios_are_the_seven_of_the_docs() -> None:
-    """The scenario names are docs/scenarios.md's seven, in order; the CLI offers exactly them."""
+def test_the_scenarios_are_the_eight_of_the_docs() -> None:
+    """The scenario names are docs/scenarios.md's eight, in order; the CLI offers exactly them."""
     assert [s.name for s in SCENARIOS] == list(SCENARIO_NAMES)
     assert [s.manifest for s in SCENARIOS] == [f"{name}.yaml" for name in SCENARIO_NAMES]
     doc = (Path(__file__).resolve().parents[2] / "docs" / "scenarios.md").read_text()
@@ -249,6 +250,20 @@ def test_quota(runner: Runner) -> None:
             {"cores": "100", "memory": "10Gi", "cards": "0"},
             "False",
         )
+
+
+def test_preemption(runner: Runner) -> None:
+    """Two offline 40/6Gi shares, then online 60/8Gi: one is evicted, the service gets the card."""
+    report = run(runner, PREEMPTION)
+    batch = [pod(report, 1, name) for name in ("batch-1", "batch-2")]
+    assert {card(fact).uuid for fact in batch} == {NODE1_CARD}
+    service = pod(report, 2, "serving-0")
+    assert (service.phase, card(service).uuid) == ("Running", NODE1_CARD)
+    assert (share(service).cores, share(service).memory) == (60, 8 * GIB)
+    left = [name for name in ("batch-1", "batch-2") if report.steps[1].snapshot.pod(name)]
+    assert len(left) == 1
+    kept = pod(report, 2, left[0])
+    assert (kept.phase, card(kept).uuid, share(kept).cores) == ("Running", NODE1_CARD, 40)
 
 
 def test_status_names_the_pod_the_quota_holds_with_the_controllers_event(

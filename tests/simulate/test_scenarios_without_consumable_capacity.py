@@ -1,4 +1,4 @@
-"""The seven scenarios on an API server without consumable capacity (Kubernetes 1.34/1.35)."""
+"""The eight scenarios on an API server without consumable capacity (Kubernetes 1.34/1.35)."""
 
 from __future__ import annotations
 
