@@ -29,7 +29,10 @@ CUSTOM = DriverNames.for_driver("gpu.example.com")
 API_VERSION = "gpushare.dra.dev/v1alpha1"
 HEAD = {"apiVersion": API_VERSION, "kind": "GpuShareConfig"}
 
-FIELDS = '"apiVersion", "backend", "cores", "isolation", "kind", "memory", "placement", "preemptible", "priority"'
+FIELDS = (
+    '"apiVersion", "backend", "cores", "isolation", "kind", "memory", "placement", '
+    '"preemptible", "priority"'
+)
 ISOLATIONS = '"best-effort", "burst-share", "exclusive", "fixed-share"'
 UNKNOWN = f"Unknown field: allowed fields: {FIELDS}"
 MUST_API = f'must be "{API_VERSION}"'

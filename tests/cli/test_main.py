@@ -197,7 +197,10 @@ def test_simulate_refuses_an_unknown_scenario(capsys: pytest.CaptureFixture[str]
     assert main(["simulate", "--scenario", "everything"], environ={}) == 2
     err = capsys.readouterr().err
     assert err.startswith("gpushare-dra simulate: error: --scenario: invalid value 'everything'")
-    assert "whole-card, sharing, placement, isolation, online-offline, bad-input, quota, preemption, all" in err
+    assert (
+        "whole-card, sharing, placement, isolation, online-offline, bad-input, quota, preemption, "
+        "all" in err
+    )
 
 
 def test_missing_subcommand_is_a_usage_error() -> None:

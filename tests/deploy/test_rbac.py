@@ -175,7 +175,7 @@ def client_calls(files: Iterable[Path]) -> set[str]:
 
 
 def raw_paths(files: Iterable[Path]) -> set[tuple[str, str]]:
-    """(method, path) of the ``raw.get`` and ``raw.post`` calls in ``files``."""
+    """Return (method, path) of the ``raw.get`` and ``raw.post`` calls in ``files``."""
     return {(m, path) for f in files for m, path in _RAW_CALL.findall(f.read_text())}
 
 

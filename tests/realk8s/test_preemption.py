@@ -81,10 +81,10 @@ def test_a_budget_that_allows_no_disruption_evicts_nothing(
     assert cluster.apply(documents("batch"), namespace).returncode == 0
     cluster.wait(lambda: batch_running(cluster, namespace), "both batch pods", namespace)
     cluster.wait(
-        lambda: cluster.json("pdb", "batch", "-n", namespace).get("status", {}).get(
-            "currentHealthy"
-        )
-        == 2,
+        lambda: (
+            cluster.json("pdb", "batch", "-n", namespace).get("status", {}).get("currentHealthy")
+            == 2
+        ),
         "the disruption controller to count the batch pods",
         namespace,
     )

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from gpushare_simulator.settings import DEFAULT_INVENTORY
+from gpushare_simulator.simulate.actions import Apply
 from gpushare_simulator.simulate.command import examples_dir
 from gpushare_simulator.simulate.manifests import (
     HOSTNAME_LABEL,
@@ -15,7 +16,7 @@ from gpushare_simulator.simulate.manifests import (
     load_manifest,
     parse_manifest,
 )
-from gpushare_simulator.simulate.scenarios import SCENARIOS, Apply, Scenario
+from gpushare_simulator.simulate.scenarios import SCENARIOS, Scenario
 
 from dra_driver.api import MAX_PARAMETERS_BYTES
 from dra_driver.nvml.inventory import builtin_inventory
@@ -95,7 +96,10 @@ def test_every_scenario_step_applies_something(scenario: Scenario) -> None:
 
 def test_examples_are_plain_kubernetes_objects_without_gates() -> None:
     """The examples are ready for kubectl: known kinds, a comment first, no scheduling gates."""
-    kinds = {"ResourceClaimTemplate", "ResourceClaim", "Deployment", "Job", "Pod", "GpuShareQuota"}
+    kinds = {
+        "ResourceClaimTemplate", "ResourceClaim", "Deployment", "Job", "Pod", "GpuShareQuota",
+        "PodDisruptionBudget",
+    }  # fmt: skip
     for scenario in SCENARIOS:
         path = ROOT / "deploy" / "examples" / scenario.manifest
         text = path.read_text()

@@ -16,6 +16,15 @@ from collections.abc import Callable
 from typing import Final
 
 from dra_driver.api import QUOTA_KIND, DriverNames
+from gpushare_simulator.simulate.actions import (
+    Action,
+    Apply,
+    Busy,
+    Complete,
+    Delete,
+    Idle,
+    describe,
+)
 from gpushare_simulator.simulate.checks import StepFacts
 from gpushare_simulator.simulate.cluster_ops import (
     POLL_SECONDS,
@@ -27,17 +36,7 @@ from gpushare_simulator.simulate.cluster_ops import (
 from gpushare_simulator.simulate.cudawork import CudaWork, CudaWorkError
 from gpushare_simulator.simulate.manifests import Document, Manifest
 from gpushare_simulator.simulate.observe import Snapshot
-from gpushare_simulator.simulate.scenarios import (
-    Action,
-    Apply,
-    Busy,
-    Complete,
-    Delete,
-    Idle,
-    Scenario,
-    Step,
-    describe,
-)
+from gpushare_simulator.simulate.scenarios import Scenario, Step
 from gpushare_simulator.simulate.stack import Stack
 
 __all__ = ["CHECK_SECONDS", "Runner", "ScenarioReport", "SimulationError", "StepReport"]

@@ -478,6 +478,7 @@ def test_discovery_documents(api_client: client.ApiClient) -> None:
     assert groups == {
         "events.k8s.io",
         "coordination.k8s.io",
+        "policy",  # PodDisruptionBudgets, for the eviction subresource
         "resource.k8s.io",
         "admissionregistration.k8s.io",
         DEFAULT_DRIVER_NAME,  # GpuShareQuota, the chart's CRD

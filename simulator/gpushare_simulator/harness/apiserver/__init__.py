@@ -3,7 +3,9 @@
 Real semantics where they matter to a DRA driver: one global resourceVersion, 409 Conflict on a
 stale update, watches with history, 410 Expired and bookmarks, label and field selectors, the
 three PATCH formats (strategic merge driven by the schemas' patch annotations), finalizers and
-``deletionTimestamp``, status subresources, ``pods/binding``, strict schema validation against
+``deletionTimestamp``, status subresources, ``pods/binding``, ``pods/eviction`` against
+PodDisruptionBudgets whose status clients write (there is no disruption controller; see
+:mod:`~gpushare_simulator.harness.apiserver.eviction`), strict schema validation against
 the Kubernetes release it emulates plus the DRA semantic rules, feature-gate field dropping
 per release, fault injection, and admission webhooks: Mutating- and
 ValidatingWebhookConfigurations (admissionregistration.k8s.io/v1) are called over HTTPS with
@@ -25,12 +27,13 @@ for paginated lists (continued pages show the current state), ``resourceVersionM
 always answer the latest state), CEL evaluation of selectors and of webhook
 ``matchConditions`` (a webhook that has them and matches a request fails it with a 500 saying
 so, logged, rather than guessing), admission policies (Validating/MutatingAdmissionPolicy),
-webhooks for ``pods/binding`` and ``bindings``, calling validating webhooks concurrently (they
-run one after another, in order), client certificates for webhooks, the webhook warnings of a
-request that then fails, computing managedFields (what a writer sends is kept, and a write that
-leaves them out keeps the stored ones), the ``namespaces/finalize`` subresource, and one shared
-store for the two Event APIs (core/v1 and events.k8s.io/v1 events are kept apart here;
-events.k8s.io selects on metadata fields only).
+webhooks for ``pods/binding``, ``bindings`` and ``pods/eviction``, a disruption controller,
+calling validating webhooks concurrently (they run one after another, in order), client
+certificates for webhooks, the webhook warnings of a request that then fails, computing
+managedFields (what a writer sends is kept, and a write that leaves them out keeps the stored
+ones), the ``namespaces/finalize`` subresource, and one shared store for the two Event APIs
+(core/v1 and events.k8s.io/v1 events are kept apart here; events.k8s.io selects on metadata
+fields only).
 """
 
 from gpushare_simulator.harness.apiserver.errors import ApiError

@@ -23,6 +23,7 @@ from gpushare_simulator.harness.apiserver import (
     rawjson,
 )
 from gpushare_simulator.harness.apiserver.deletes import Deleter
+from gpushare_simulator.harness.apiserver.eviction import Evictor
 from gpushare_simulator.harness.apiserver.faults import Faults
 from gpushare_simulator.harness.apiserver.operations import Result, Writer
 from gpushare_simulator.harness.apiserver.rawext import Raws
@@ -149,6 +150,7 @@ class ApiApp:
         self.admission = Admission(kube_version, enabled=validate, feature_gates=feature_gates)
         self.writer = Writer(self.store, self.admission)
         self.deleter = Deleter(self.writer, graceful_pods=graceful_pods)
+        self.evictor = Evictor(self.deleter)
         self.faults = Faults()
         self.requests: Counter[tuple[str, str]] = Counter()
         self.requests_by_agent: Counter[str] = Counter()
@@ -249,7 +251,9 @@ class ApiApp:
     ) -> Response:
         namespace = info.namespace or ""
         result: Result
-        if info.subresource == "binding" or rtype.plural == "bindings":
+        if info.subresource == "eviction":
+            result = self.evictor.evict(namespace, info.name, body, dry_run=dry_run)
+        elif info.subresource == "binding" or rtype.plural == "bindings":
             meta = body.get("metadata") if isinstance(body, dict) else None
             name = info.name or str((meta or {}).get("name", ""))
             result = binding.bind(self.store, namespace, name, body, dry_run=dry_run)

@@ -69,8 +69,13 @@ class Deleter:
         options: JSON | None = None,
         *,
         dry_run: bool = False,
+        webhooks: bool = True,
     ) -> Result:
-        """Delete one object: at once, or mark it (finalizers, pod grace) and let it finish."""
+        """Delete one object: at once, or mark it (finalizers, pod grace) and let it finish.
+
+        ``webhooks=False`` is a delete the server makes itself, inside another request (the
+        eviction subresource's): admission ran for that request, not for this delete.
+        """
         options = options or {}
         if rtype.key == "namespaces" and name in IMMORTAL_NAMESPACES:
             detail = "this namespace may not be deleted"
@@ -88,9 +93,11 @@ class Deleter:
             if rtype.key == "namespaces" or grace > 0 or meta.get("finalizers"):
                 if marked and (rtype.key == "namespaces" or marked_grace <= grace):
                     return Result(200, current)
-                self._admit(rtype, namespace, current, options, dry_run=dry_run)
+                if webhooks:
+                    self._admit(rtype, namespace, current, options, dry_run=dry_run)
                 return self._mark(rtype, current, grace, dry_run=dry_run)
-            self._admit(rtype, namespace, current, options, dry_run=dry_run)
+            if webhooks:
+                self._admit(rtype, namespace, current, options, dry_run=dry_run)
             if dry_run:
                 return Result(200, current)
             entry = self.store.delete(rtype, (namespace, name), current.rv)

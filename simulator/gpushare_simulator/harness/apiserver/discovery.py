@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from gpushare_simulator.harness.apiserver import errors
 from gpushare_simulator.harness.apiserver.resources import (
     ADMISSION,
     BINDINGS,
+    POLICY,
     Registry,
     ResourceType,
 )
 
 JSON = dict[str, Any]
-_SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "binding": ["create"]}
+_SUBRESOURCE_VERBS = {
+    "status": ["get", "patch", "update"],
+    "binding": ["create"],
+    "eviction": ["create"],
+}
+# Subresources whose objects are of another kind, as discovery names them (an Eviction is
+# policy/v1, not core).
+_SUBRESOURCE_KINDS: Final = {
+    "binding": {"kind": "Binding"},
+    "eviction": {"group": POLICY, "version": "v1", "kind": "Eviction"},
+}
 
 
 def version_info(kube_version: str) -> JSON:
@@ -55,7 +66,7 @@ def _resource(rtype: ResourceType) -> list[JSON]:
                 "name": f"{rtype.plural}/{sub}",
                 "singularName": "",
                 "namespaced": rtype.namespaced,
-                "kind": "Binding" if sub == "binding" else rtype.kind,
+                **_SUBRESOURCE_KINDS.get(sub, {"kind": rtype.kind}),
                 "verbs": _SUBRESOURCE_VERBS[sub],
             }
         )

@@ -28,12 +28,14 @@ _PATCH_TYPES = {"merge": patch.MERGE, "json": patch.JSON_PATCH, "strategic": pat
 class FakeApiServer(Lifecycle):
     """An in-process Kubernetes API server that the real ``kubernetes`` client talks to over HTTP.
 
-    Serves core/v1 namespaces, nodes, pods (+status, +binding) and events; events.k8s.io/v1
-    events; coordination.k8s.io/v1 leases; resource.k8s.io/v1 resourceslices, deviceclasses,
-    resourceclaims (+status) and resourceclaimtemplates; admissionregistration.k8s.io/v1
-    mutating- and validatingwebhookconfigurations — with the real server's resourceVersion,
-    conflict, watch, selector, patch, finalizer, status-subresource, validation and admission
-    webhook semantics (see the package documentation for what is knowingly left out).
+    Serves core/v1 namespaces, nodes, pods (+status, +binding, +eviction) and events;
+    events.k8s.io/v1 events; coordination.k8s.io/v1 leases; policy/v1 poddisruptionbudgets
+    (+status, which no disruption controller fills in: clients write it); resource.k8s.io/v1
+    resourceslices, deviceclasses, resourceclaims (+status) and resourceclaimtemplates;
+    admissionregistration.k8s.io/v1 mutating- and validatingwebhookconfigurations — with the
+    real server's resourceVersion, conflict, watch, selector, patch, finalizer,
+    status-subresource, disruption-budget, validation and admission webhook semantics (see the
+    package documentation for what is knowingly left out).
 
     ``kube_version`` ("1.34".."1.37") picks the schema set writes are validated against and what
     ``/version`` reports; ``watch_history`` is how many events per resource stay replayable
@@ -296,3 +298,8 @@ class FakeApiServer(Lifecycle):
         """Bind a pod to a node like a POST to ``pods/<name>/binding``."""
         body = {"metadata": {"name": pod}, "target": {"kind": "Node", "name": node}}
         binding.bind(self.app.store, namespace, pod, body)
+
+    def evict(self, namespace: str, pod: str, delete_options: JSON | None = None) -> JSON:
+        """Evict a pod like a POST to ``pods/<name>/eviction`` (raises the 429 of a budget)."""
+        body = {"metadata": {"name": pod, "namespace": namespace}, "deleteOptions": delete_options}
+        return self.app.evictor.evict(namespace, pod, body).as_dict()

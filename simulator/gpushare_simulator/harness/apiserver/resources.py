@@ -88,6 +88,7 @@ class ResourceType:
 
 RESOURCE = "resource.k8s.io"
 ADMISSION: Final = "admissionregistration.k8s.io"
+POLICY: Final = "policy"
 QUOTA_GROUP: Final = DEFAULT_DRIVER_NAME
 """The API group of GpuShareQuota: the driver name (the fake serves the default one)."""
 _SLICE_FIELD_ERROR: Final = "field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: "
@@ -123,7 +124,7 @@ RESOURCES: Final[tuple[ResourceType, ...]] = (
     ),
     ResourceType(
         "", "v1", "pods", "pod", "Pod", namespaced=True, short_names=("po",),
-        subresources=frozenset({"status", "binding"}),
+        subresources=frozenset({"status", "binding", "eviction"}),
         fields=_fields(
             "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
             "spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP",
@@ -140,6 +141,10 @@ RESOURCES: Final[tuple[ResourceType, ...]] = (
         create_on_update=True,
     ),
     ResourceType("coordination.k8s.io", "v1", "leases", "lease", "Lease", namespaced=True),
+    ResourceType(
+        POLICY, "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget",
+        namespaced=True, short_names=("pdb",), subresources=frozenset({"status"}), generation=True,
+    ),
     ResourceType(
         RESOURCE, "v1", "resourceslices", "resourceslice", "ResourceSlice", namespaced=False,
         fields=_fields("spec.nodeName", "spec.driver"),

@@ -9,6 +9,13 @@ from urllib.parse import parse_qsl, urlsplit
 from gpushare_simulator.harness.apiserver import errors
 from gpushare_simulator.harness.apiserver.resources import BINDINGS, Registry, ResourceType
 
+NAMED_CREATES: Final = frozenset({"binding", "eviction"})
+"""Subresources created by a POST to an object's own path (``pods/<name>/eviction``)."""
+SUBRESOURCE_VERBS: Final = {
+    "binding": frozenset({"create"}),
+    "eviction": frozenset({"create"}),
+    "status": frozenset({"get", "update", "patch"}),
+}
 DISCOVERY_PATHS: Final = frozenset(
     {"/version", "/api", "/apis", "/healthz", "/livez", "/readyz", "/openapi/v2", "/openapi/v3"}
 )
@@ -57,7 +64,7 @@ def _verb(method: str, name: str, subresource: str, watch: bool) -> str:
     verb = table.get(method)
     if verb is None or (verb in {"update", "patch"} and not name):
         raise errors.method_not_allowed()
-    if verb == "create" and name and subresource != "binding":
+    if verb == "create" and name and subresource not in NAMED_CREATES:
         raise errors.method_not_allowed()
     return verb
 
@@ -98,7 +105,7 @@ def route(registry: Registry, method: str, target: str) -> RequestInfo:
         query = {**query, "fieldSelector": _join(query.get("fieldSelector", ""), name)}
         name = ""
     verb = _verb(method, name, subresource, watch)
-    allowed = {"binding": {"create"}, "status": {"get", "update", "patch"}}.get(subresource)
+    allowed = SUBRESOURCE_VERBS.get(subresource)
     if (rtype is BINDINGS and verb != "create") or (allowed is not None and verb not in allowed):
         raise errors.method_not_allowed()
     if verb == "deletecollection" and "deletecollection" not in rtype.verbs:

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from dra_driver.k8s import objects
 from dra_driver.k8s.timestamps import rfc3339
-from gpushare_simulator.harness.apiserver import webhook_config
+from gpushare_simulator.harness.apiserver import budgets, webhook_config
 from gpushare_simulator.harness.apiserver.resources import ADMISSION, ResourceType
 
 JSON = dict[str, Any]
@@ -68,6 +68,10 @@ def prepare_create(rtype: ResourceType, obj: JSON, *, keep_status: bool = False)
         _stamp_taints(obj.get("spec"))
     elif rtype.group == ADMISSION:
         webhook_config.set_defaults(obj, mutating=rtype.kind.startswith("Mutating"))
+    elif rtype.key == budgets.KEY:
+        if not keep_status:
+            obj["status"] = {}
+        budgets.default_status(obj)
 
 
 def _keep(source: JSON, target: JSON, key: str) -> None:
@@ -115,6 +119,8 @@ def prepare_update(rtype: ResourceType, old: JSON, new: JSON, subresource: str) 
     """
     if subresource == "status":
         _keep(new, old, "status")
+        if rtype.key == budgets.KEY:
+            budgets.default_status(old)
         return old
     meta, old_meta = new.setdefault("metadata", {}), old["metadata"]
     for key in (*SYSTEM_FIELDS, "generation", "namespace"):

@@ -15,6 +15,7 @@ import jsonschema
 
 from dra_driver.k8s import objects
 from gpushare_simulator.harness.apiserver import (
+    budgets,
     claim_rules,
     claim_status,
     core_rules,
@@ -37,6 +38,7 @@ CREATE_RULES: Final[dict[str, Rule]] = {
     "events": core_rules.core_event,
     "events.events.k8s.io": core_rules.event,
     "leases.coordination.k8s.io": core_rules.lease,
+    budgets.KEY: budgets.validate,
     "resourceslices.resource.k8s.io": dra_rules.resource_slice,
     "deviceclasses.resource.k8s.io": dra_rules.device_class,
     "resourceclaims.resource.k8s.io": claim_rules.resource_claim,
@@ -54,6 +56,7 @@ UPDATE_RULES: Final[dict[str, UpdateRule]] = {
 }
 STATUS_RULES: Final[dict[str, UpdateRule]] = {
     "resourceclaims.resource.k8s.io": claim_status.claim_status,
+    budgets.KEY: budgets.validate_status,
 }
 FIELD_VALIDATION: Final = ("Strict", "Warn", "Ignore")
 
