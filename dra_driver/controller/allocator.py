@@ -170,6 +170,8 @@ class Allocator:
             raise Requeue(_LEASE_POLL_SECONDS, "waiting for the leader Lease to be renewed")
         if self._preemptor is not None:
             self._preemptor.sweep()
+            # The sweep may have written the pod's own claims (its expired nomination dropped).
+            claims = [self._view.claim(*object_key(c)) or c for c in claims]
         classes = self._view.snapshot().classes
         missing = sorted({name for c in claims for name in class_names(c)} - set(classes))
         if missing:

@@ -116,9 +116,11 @@ class Preemptor:
     def settle(self, claims: Sequence[Object]) -> None:
         """Remove the nominations of claims that are allocated now."""
         for claim in claims:
-            annotations = objects.metadata(claim).get("annotations") or {}
+            # As the view has it now: the commit that came first wrote the claim again.
+            current = self._view.claim(*_key(claim)) or claim
+            annotations = objects.metadata(current).get("annotations") or {}
             if self._names.nomination_annotation in annotations:
-                self._view.assume(self._writer.nominate(claim, None), in_place=True)
+                self._view.assume(self._writer.nominate(current, None), in_place=True)
 
     def attempt(
         self,

@@ -2,12 +2,16 @@
 
 The informer caches are filled by hand and a fake writer stores claims like the API server
 (resourceVersion checks), so a test decides exactly when each write becomes visible to the
-informers (``Server.deliver``): the watch lag that real races depend on.
+informers (``Server.deliver``): the watch lag that real races depend on. With preemption on,
+the Server is also the Preemptor's EvictionWriter (nominations, and evictions that honour the
+PodDisruptionBudgets it stores), and the clock is the test's.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import datetime
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -20,13 +24,18 @@ from prometheus_client import CollectorRegistry
 from dra_driver.api import Backend
 from dra_driver.api.classes import default_device_classes
 from dra_driver.controller.allocator import Allocator
+from dra_driver.controller.evictions import Evicted, Refused
 from dra_driver.controller.metrics import ControllerMetrics
+from dra_driver.controller.preemption import Preemptor
 from dra_driver.controller.releaser import Releaser
 from dra_driver.controller.view import ClusterView
 from dra_driver.engine import Policy
+from dra_driver.engine.nomination import PodRef
 from dra_driver.k8s.errors import ConflictError, InvalidError
 from dra_driver.k8s.informer import object_key
 from dra_driver.k8s.reconcile import Requeue
+from dra_driver.k8s.scheduling import label_selector_matches
+from dra_driver.k8s.timestamps import rfc3339
 from dra_driver.nvml.inventory import NodeInventory
 from dra_driver.quota import QuotaBook
 
@@ -46,13 +55,41 @@ class Events:
         self.items.append((obj["metadata"]["name"], reason, message))
 
 
-class Server:
-    """The authoritative store and a ClaimWriter; ``deliver`` feeds pending events to informers."""
+class Clock:
+    """The time the test controls, in seconds since the epoch; it moves only when told."""
 
-    def __init__(self, view: ClusterView, finalizer: str) -> None:
-        self.view, self.finalizer = view, finalizer
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        """Return the time now."""
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        """Move the time on by ``seconds``."""
+        self.now += seconds
+
+
+class Gone(dict[str, Any]):
+    """A deleted object as its DELETED watch event carries it: its last state, a new version."""
+
+
+class Server:
+    """The authoritative store and a ClaimWriter; ``deliver`` feeds pending events to informers.
+
+    Also an EvictionWriter: ``nominate`` and ``evict``, which marks the pod deleting unless a
+    PodDisruptionBudget of kind ``budgets`` covering it allows no more disruptions.
+    """
+
+    def __init__(
+        self, view: ClusterView, finalizer: str, annotation: str = "", clock: Clock | None = None
+    ) -> None:
+        self.view, self.finalizer, self.annotation = view, finalizer, annotation
+        self.clock = clock or Clock()
         self.objs: dict[tuple[str, str, str], Object] = {}
         self.pending: list[tuple[str, Object]] = []
+        self.evictions: list[PodRef] = []
+        """Pods ``evict`` marked deleting, in order."""
 
     def put(self, kind: str, obj: Object, *, deliver: bool = True) -> Object:
         """Store an object with a new resourceVersion; deliver it to the informers now or later."""
@@ -70,10 +107,25 @@ class Server:
             changes, self.pending = self.pending, []
         for kind, obj in changes:
             informer = getattr(self.view, kind)
+            gone = isinstance(obj, Gone)
             with informer._lock:
-                informer._cache[object_key(obj)] = obj
-            self.view._changed(kind, "MODIFIED", obj)
+                if gone:
+                    informer._cache.pop(object_key(obj), None)
+                else:
+                    informer._cache[object_key(obj)] = obj
+            self.view._changed(kind, "DELETED" if gone else "MODIFIED", obj)
             informer.resource_version = obj["metadata"]["resourceVersion"]
+
+    def delete(self, kind: str, namespace: str, name: str, *, deliver: bool = True) -> None:
+        """Remove an object; its DELETED event reaches the informers now or later."""
+        obj = self.objs.pop((kind, namespace, name), None)
+        if obj is None:
+            return
+        gone = Gone(copy.deepcopy(obj))
+        gone["metadata"]["resourceVersion"] = str(next(_versions))
+        self.pending.append((kind, gone))
+        if deliver:
+            self.deliver()
 
     def _current(self, kind: str, body: Object) -> Object:
         current = self.objs[(kind, *object_key(body))]
@@ -164,6 +216,61 @@ class Server:
         self.put("pods", current, deliver=False)
         return True
 
+    def nominate(self, claim: Object, value: str | None) -> Object:
+        """EvictionWriter.nominate: the annotation set (``None``: removed) at its version."""
+        current = self._current("claims", claim)
+        annotations = dict(current["metadata"].get("annotations") or {})
+        if annotations.get(self.annotation) == value:
+            return current  # a merge patch that changes nothing keeps the resourceVersion
+        if value is None:
+            del annotations[self.annotation]
+        else:
+            annotations[self.annotation] = value
+        current["metadata"]["annotations"] = annotations
+        return self.put("claims", current, deliver=False)
+
+    def evict(self, pod: PodRef) -> Evicted | Refused:
+        """EvictionWriter.evict, as the Eviction API does it: budgets first, then deletion.
+
+        A pod gone or re-created (UID precondition), or deleting already, counts as evicted;
+        a finished or pending one is deleted without asking its budgets (as ``canIgnorePDB``).
+        """
+        current = copy.deepcopy(self.objs.get(("pods", pod.namespace, pod.name)))
+        if current is None or current["metadata"].get("uid") != pod.uid:
+            return Evicted()
+        metadata = current["metadata"]
+        if metadata.get("deletionTimestamp"):
+            return Evicted()
+        phase = (current.get("status") or {}).get("phase")
+        covering = [
+            budget
+            for (kind, namespace, _), budget in self.objs.items()
+            if kind == "budgets"
+            and namespace == pod.namespace
+            and phase not in ("Succeeded", "Failed", "Pending")
+            and label_selector_matches(
+                (budget.get("spec") or {}).get("selector"), metadata.get("labels") or {}
+            )
+        ]
+        for budget in covering:
+            if (budget.get("status") or {}).get("disruptionsAllowed", 0) < 1:
+                name = budget["metadata"]["name"]
+                return Refused(
+                    f"Cannot evict pod as it would violate the pod's disruption budget {name}"
+                )
+        for budget in covering:
+            spent = copy.deepcopy(budget)
+            spent["status"]["disruptionsAllowed"] -= 1
+            self.put("budgets", spent, deliver=False)
+        moment = datetime.datetime.fromtimestamp(self.clock(), datetime.UTC)
+        metadata["deletionTimestamp"] = rfc3339(moment)
+        metadata["deletionGracePeriodSeconds"] = current["spec"].get(
+            "terminationGracePeriodSeconds", 30
+        )
+        self.put("pods", current, deliver=False)
+        self.evictions.append(pod)
+        return Evicted()
+
     def claims(self) -> list[Object]:
         """Every stored claim."""
         return [obj for (kind, *_), obj in self.objs.items() if kind == "claims"]
@@ -179,31 +286,85 @@ class Server:
         return nodes
 
 
-def make(
+@dataclasses.dataclass
+class Harness:
+    """One controller process over a Server: its view, reconcilers, events and metrics."""
+
+    view: ClusterView
+    server: Server
+    allocator: Allocator
+    releaser: Releaser
+    events: Events
+    registry: CollectorRegistry
+    preemptor: Preemptor | None
+    nodes: tuple[NodeInventory, ...]
+    options: dict[str, Any]
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the test controls (the Server's, the Preemptor's and the Allocator's)."""
+        return self.server.clock
+
+    def sample(self, name: str, **labels: str) -> float:
+        """Return a metric sample of this process (0 when never set)."""
+        return self.registry.get_sample_value(name, labels) or 0.0
+
+    def restart(self) -> Harness:
+        """Start a new process (after a crash) over the same store: fresh caches, listed anew."""
+        fresh = build(*self.nodes, clock=self.clock, **self.options)
+        fresh.server.objs = self.server.objs
+        fresh.server.evictions = self.server.evictions
+        listed = sorted(self.server.objs.items(), key=lambda item: _version(item[1]))
+        fresh.server.deliver([(kind, obj) for (kind, *_), obj in listed])
+        return fresh
+
+
+def _version(obj: Object) -> int:
+    return int(obj["metadata"]["resourceVersion"])
+
+
+def build(
     *nodes: NodeInventory,
     default_backend: Backend = Backend.NONE,
     shared: bool = True,
     alone: Callable[[], bool] | None = None,
-) -> tuple[ClusterView, Server, Allocator, Releaser, Events]:
+    preemption: bool = False,
+    clock: Clock | None = None,
+) -> Harness:
     """Build a view over hand-fed caches, a Server, and the controller's two reconcilers.
 
     The plugins' default backend is ``none`` unless given: pods share claims here to race the
     allocation and release protocol, which a hami-core claim would serve one pod at a time.
     ``shared=False`` publishes whole-only cards (no consumable capacity). With ``alone`` the
     allocator is a leader (leader election on) whose Lease is firm while ``alone()`` holds.
+    ``preemption`` gives the allocator a Preemptor whose EvictionWriter is the Server; every
+    part reads time from ``clock`` (a new one by default).
     """
     view = ClusterView(client.ApiClient(), NAMES, lambda *_: None)
     for informer in view.informers:
         informer._synced.set()
-    server = Server(view, NAMES.finalizer)
+    clock = clock or Clock()
+    server = Server(view, NAMES.finalizer, NAMES.nomination_annotation, clock)
     for inventory in nodes:
         server.put("nodes", node_object(inventory))
     for slice_ in slices_of(nodes, shared=shared):
         server.put("slices", slice_)
     for device_class in default_device_classes(NAMES):
         server.put("classes", device_class)
-    metrics = ControllerMetrics(CollectorRegistry())
+    registry = CollectorRegistry()
+    metrics = ControllerMetrics(registry)
     events = Events()
+    preemptor = None
+    if preemption:
+        preemptor = Preemptor(
+            NAMES,
+            view,
+            writer=server,  # type: ignore[arg-type]
+            events=events,
+            metrics=metrics,
+            policy=Policy(),  # type: ignore[arg-type]
+            clock=clock,
+        )
     allocator = Allocator(
         NAMES,
         view,
@@ -212,22 +373,56 @@ def make(
         metrics=metrics,
         policy=Policy(),  # type: ignore[arg-type]
         default_backend=default_backend,
+        clock=clock,
         elected=alone is not None,
         alone=alone or (lambda: False),
         quotas=QuotaBook(view.quotas),
+        preemptor=preemptor,
     )
     releaser = Releaser(NAMES, view, server, metrics)  # type: ignore[arg-type]
-    return view, server, allocator, releaser, events
+    options = {
+        "default_backend": default_backend,
+        "shared": shared,
+        "alone": alone,
+        "preemption": preemption,
+    }
+    return Harness(view, server, allocator, releaser, events, registry, preemptor, nodes, options)
+
+
+def make(
+    *nodes: NodeInventory,
+    default_backend: Backend = Backend.NONE,
+    shared: bool = True,
+    alone: Callable[[], bool] | None = None,
+    preemption: bool = False,
+    clock: Clock | None = None,
+) -> tuple[ClusterView, Server, Allocator, Releaser, Events]:
+    """:func:`build`'s view, Server, Allocator, Releaser and Events (the Server has the clock)."""
+    made = build(
+        *nodes,
+        default_backend=default_backend,
+        shared=shared,
+        alone=alone,
+        preemption=preemption,
+        clock=clock,
+    )
+    return made.view, made.server, made.allocator, made.releaser, made.events
 
 
 def claim_obj(
-    name: str, cores: str | None = None, memory: str | None = None, *, by_config: bool = False
+    name: str,
+    cores: str | None = None,
+    memory: str | None = None,
+    *,
+    by_config: bool = False,
+    device_class: str = NAMES.default_device_class,
 ) -> Object:
-    """Return a claim for one share of the default class (no request: a whole card).
+    """Return a claim for one share of ``device_class`` (no request: a whole card).
 
-    ``by_config``: the size is in its GpuShareConfig, as without consumable capacity.
+    ``by_config``: the size is in its GpuShareConfig, as without consumable capacity. The
+    default class's shares are online; ``NAMES.offline_device_class`` makes them offline.
     """
-    exactly: Object = {"deviceClassName": NAMES.default_device_class}
+    exactly: Object = {"deviceClassName": device_class}
     devices: Object = {"requests": [{"name": "gpu", "exactly": exactly}]}
     capacity = {k: v for k, v in (("cores", cores), ("memory", memory)) if v}
     if capacity and by_config:
