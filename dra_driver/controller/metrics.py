@@ -59,7 +59,8 @@ class ControllerMetrics:
             f"{_PREFIX}_preemptions",
             "Preemptions by outcome: nominated (room held for an online pod, its victims "
             "evicted), blocked (it would fit, but only by breaking a PodDisruptionBudget), "
-            "expired or pod_gone (a nomination dropped before its pod was placed)",
+            "expired, pod_gone or incomplete (a nomination dropped before its pod was "
+            "placed; incomplete: written on only some of its claims, planned again)",
             ["result"],
             registry=registry,
         )

@@ -135,8 +135,12 @@ class Preemptor:
         if not wants_preemption(snapshot, pod, pending):
             return None
         uids = self.own_holds(snapshot, pod, pending)
-        if uids:
+        if uids and len(uids) == len(pending):
             return self._carry_on(snapshot.held[uids[0]].nomination)
+        for uid in uids:
+            # Only some claims were nominated (an error or a crash between the writes, which
+            # all come before any eviction): the rest of the room is not held. Start afresh.
+            self._drop(snapshot.held[uid].claim, "incomplete")
         candidates = victims(snapshot, pod, self._view.pods.get)
         if not candidates:
             return None
@@ -167,7 +171,8 @@ class Preemptor:
         )
         ref = PodRef(objects.namespace(pod), objects.name(pod), objects.uid(pod))
         refs = tuple(victim.pod for victim in found.victims)
-        by_uid = {objects.uid(claim): claim for claim in pending}
+        # As the view has them now: a partial nomination may just have been dropped.
+        by_uid = {objects.uid(c): self._view.claim(*_key(c)) or c for c in pending}
         for claim_uid, results in _held_results(snapshot, by_uid, found.placed).items():
             nomination = Nomination(ref, found.node, rfc3339(expires), refs, results)
             written = self._writer.nominate(by_uid[claim_uid], nomination.encode())

@@ -194,11 +194,6 @@ def test_a_new_process_evicts_what_a_crash_before_the_eviction_left_running() ->
     assert not stored(h, "pods", "old")["metadata"].get("deletionTimestamp")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a nomination written on only some of the pod's claims is carried on as if whole: "
-    "the rest of the room is not held, and the pod waits until the nomination expires",
-)
 def test_an_error_between_two_nomination_writes_still_holds_all_the_room() -> None:
     """An error after the first claim's nomination: the pod still gets the whole room."""
     h = two_batch_pods()
