@@ -67,8 +67,8 @@ COMMANDS: Final = (
     ),
     Command(
         "status",
-        "show the cluster's cards: shares, cores and memory used and free, the pods on each, and "
-        "the pods waiting with the reason (read-only)",
+        "show the cluster's cards: shares, cores and memory used and free, the pods on each, the "
+        "room held for online pods that preempt, and the pods waiting with the reason (read-only)",
         (StatusSettings,),
         commands.status,
         TOOL_ENV_PREFIX,

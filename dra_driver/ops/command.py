@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from typing import Final, TextIO
 
 from kubernetes import client
@@ -12,6 +13,7 @@ from dra_driver.k8s import raw
 from dra_driver.k8s.client import ClientConfigError, TimedApiClient, tool_api_client
 from dra_driver.k8s.errors import ApiError, ForbiddenError, NotFoundError
 from dra_driver.ops.cleanup import Cleaner, CleanupError
+from dra_driver.ops.nominations import victims_to_read
 from dra_driver.ops.settings import CleanupSettings, StatusSettings
 from dra_driver.ops.status import cluster_status, render
 from dra_driver.settings import as_document
@@ -55,6 +57,25 @@ def _quotas(
     return _items(listed), ""
 
 
+def _victims(
+    core: client.CoreV1Api, names: DriverNames, claims: list[dict[str, object]]
+) -> tuple[list[dict[str, object]], bool]:
+    """Read the pods that nominations evict; ``False`` when pods may not be read.
+
+    One get each: they run on nodes, so the list of pods without a node lacks them. A pod not
+    found is gone.
+    """
+    found = []
+    for namespace, name in victims_to_read(names, claims):
+        try:
+            found.append(raw.call(core.read_namespaced_pod, name, namespace))
+        except NotFoundError:
+            continue
+        except ForbiddenError:
+            return [], False
+    return found, True
+
+
 def cleanup(names: DriverNames, settings: CleanupSettings) -> int:
     """Wait for the driver's pods to go, then remove its finalizers and gates; print a report."""
     out, err = sys.stdout, sys.stderr
@@ -86,7 +107,7 @@ def cleanup(names: DriverNames, settings: CleanupSettings) -> int:
 
 
 def status(names: DriverNames, settings: StatusSettings) -> int:
-    """Print the cards, what holds them, the quotas and the waiting pods; read-only."""
+    """Print the cards, what holds them, the quotas, nominations and waiting pods; read-only."""
     out, err = sys.stdout, sys.stderr
     api_client = _api_client("status", settings.kubeconfig, settings.context, err)
     if api_client is None:
@@ -95,6 +116,8 @@ def status(names: DriverNames, settings: StatusSettings) -> int:
         resource, core = client.ResourceV1Api(api_client), client.CoreV1Api(api_client)
         try:
             quotas, quota_problem = _quotas(api_client, names)
+            claims = _items(raw.call(resource.list_resource_claim_for_all_namespaces))
+            victims, victims_read = _victims(core, names, claims)
             view = cluster_status(
                 names,
                 slices=_items(
@@ -102,11 +125,14 @@ def status(names: DriverNames, settings: StatusSettings) -> int:
                         resource.list_resource_slice, field_selector=f"spec.driver={names.driver}"
                     )
                 ),
-                claims=_items(raw.call(resource.list_resource_claim_for_all_namespaces)),
+                claims=claims,
                 # Only pods not on a node yet: the ones on a card are named by their claims.
-                pods=_items(
-                    raw.call(core.list_pod_for_all_namespaces, field_selector="spec.nodeName=")
-                ),
+                pods=[
+                    *_items(
+                        raw.call(core.list_pod_for_all_namespaces, field_selector="spec.nodeName=")
+                    ),
+                    *victims,
+                ],
                 events=_items(
                     raw.call(
                         core.list_event_for_all_namespaces,
@@ -115,6 +141,8 @@ def status(names: DriverNames, settings: StatusSettings) -> int:
                 ),
                 quotas=quotas,
                 quota_problems=[quota_problem] if quota_problem else [],
+                now=time.time(),
+                victims_read=victims_read,
             )
         except ApiError as exc:
             print(f"gpushare-dra status: error: the API server failed: {exc}", file=err)

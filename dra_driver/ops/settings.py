@@ -36,7 +36,7 @@ class CleanupSettings:
 
 @dataclasses.dataclass(frozen=True)
 class StatusSettings:
-    """A read-only live view of the cluster's cards, shares and waiting pods."""
+    """A read-only live view of the cards, shares, quotas, nominations and waiting pods."""
 
     kubeconfig: str | None = _cluster_kubeconfig("read")
     context: str | None = flag(None, "kubeconfig context to use (default: its current context)")

@@ -4,7 +4,9 @@ A pure function of listed objects (this driver's ResourceSlices, every ResourceC
 pods not yet on a node, Warning events about pods, the GpuShareQuotas), so that it is the
 same view whether the objects come from a cluster or a test. A card's use counts every
 allocation of it, whoever made it: a result without a shareID takes the whole card, a share
-its consumedCapacity. Quotas are counted the same way (:mod:`dra_driver.ops.quotas`).
+its consumedCapacity. Quotas are counted the same way (:mod:`dra_driver.ops.quotas`); the
+room held for online pods while offline ones are evicted is listed as its nominations
+(:mod:`dra_driver.ops.nominations`), their victims looked up among the pods given.
 """
 
 from __future__ import annotations
@@ -16,6 +18,12 @@ from dra_driver.api import DriverNames
 from dra_driver.k8s import objects
 from dra_driver.k8s.informer import object_key
 from dra_driver.k8s.objects import Object
+from dra_driver.ops.nominations import (
+    NominationView,
+    nomination_json,
+    nomination_lines,
+    nomination_views,
+)
 from dra_driver.ops.quotas import (
     QUOTA_EXCEEDED,
     quota_json,
@@ -48,6 +56,9 @@ class Status:
     quotas: list[QuotaStanding] = dataclasses.field(default_factory=list)
     quota_problems: list[str] = dataclasses.field(default_factory=list)
     """Quotas the driver cannot read, or why none could be listed."""
+    nominations: list[NominationView] = dataclasses.field(default_factory=list)
+    nomination_problems: list[str] = dataclasses.field(default_factory=list)
+    """Nomination annotations the driver cannot read (it ignores them)."""
 
 
 def _reasons(events: Iterable[Object]) -> dict[str, tuple[str, str, str]]:
@@ -70,12 +81,16 @@ def cluster_status(
     events: Iterable[Object],
     quotas: Iterable[Object] = (),
     quota_problems: Iterable[str] = (),
+    now: float,
+    victims_read: bool = True,
 ) -> Status:
     """Build the view; ``pods`` may be all pods, only those without a node are reported.
 
-    ``quota_problems``: why the quotas could not be listed, if so.
+    ``quota_problems``: why the quotas could not be listed, if so. The victims of nominations
+    are looked up in ``pods`` (``victims_read`` false: they could not be read); ``now``
+    (seconds since the epoch) says which nominations have expired.
     """
-    slices, claims = list(slices), list(claims)
+    slices, claims, pods = list(slices), list(claims), list(pods)
     cards = card_uses(names, slices, claims)
     reasons = _reasons(events)
     waiting = []
@@ -94,7 +109,15 @@ def cluster_status(
         waiting.append(Waiting("/".join(object_key(pod)), gated, reason, on_quota))
     held = {w.pod: w.reason for w in waiting if w.on_quota}
     views, problems = quota_views(names, quotas, claims=claims, slices=slices, waiting=held)
-    return Status(cards, sorted(waiting, key=lambda w: w.pod), views, [*quota_problems, *problems])
+    nominated, bad = nomination_views(names, claims, pods, now=now, victims_read=victims_read)
+    return Status(
+        cards,
+        sorted(waiting, key=lambda w: w.pod),
+        views,
+        [*quota_problems, *problems],
+        nominated,
+        bad,
+    )
 
 
 def to_json(status: Status) -> dict[str, object]:
@@ -138,6 +161,8 @@ def to_json(status: Status) -> dict[str, object]:
         "waiting": waiting,
         "quotas": [quota_json(view) for view in status.quotas],
         "quotaProblems": status.quota_problems,
+        "nominations": [nomination_json(view) for view in status.nominations],
+        "nominationProblems": status.nomination_problems,
     }
 
 
@@ -184,6 +209,7 @@ def render(status: Status, output: str) -> str:
                 "DRAConsumableCapacity feature gate to share by capacity requests)",
             ]
     lines += quota_lines(status.quotas, status.quota_problems)
+    lines += nomination_lines(status.nominations, status.nomination_problems)
     if status.waiting:
         lines += [
             "",

@@ -6,14 +6,17 @@ questions of every template and claim in the file, against the cluster's cards, 
 and GpuShareQuotas: is it valid (sizes, capacity names, the largest card, the policy the
 default backend can enforce), does it ask for capacity this cluster's API server would drop,
 and does it alone ask more than a quota of its namespace allows. The messages are the
-webhook's, with field paths in the document the user wrote.
+webhook's, with field paths in the document the user wrote. Templates and claims no pod uses
+are judged too, and also as the controller would judge a pod using them
+(:func:`unused_problems`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from dra_driver.api import Backend, DriverNames
+from dra_driver.api import Backend, DriverNames, Placement
+from dra_driver.engine import Policy, Snapshot, Unplaceable, place_pod
 from dra_driver.k8s import objects
 from dra_driver.k8s.objects import Object
 from dra_driver.plan.cluster import ClusterObjects
@@ -79,3 +82,35 @@ def pod_refusal(origins: Iterable[str], refused: Mapping[str, str]) -> str | Non
         f"{origin} would be refused: {refused[origin]}" for origin in origins if origin in refused
     ]
     return "; ".join(reasons) or None
+
+
+def unused_problems(
+    baseline: Snapshot, workload: Workload, refused: Mapping[str, str]
+) -> list[str]:
+    """Say which templates and claims no pod uses would be refused if a pod did.
+
+    A mistake there shows nowhere else in the plan, and would only surface at ``kubectl apply``
+    (the webhook) or, for the first pod that uses it, as a refused placement.
+    """
+    problems = []
+    for unused in workload.unused:
+        if unused.origin in refused:
+            problems.append(
+                f"{unused.origin} is used by no pod of the file, and would be refused: "
+                f"{refused[unused.origin]}"
+            )
+            continue
+        metadata = unused.claim["metadata"]
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "unused", "namespace": metadata["namespace"]},
+            "spec": {"resourceClaims": [{"name": "c", "resourceClaimName": metadata["name"]}]},
+        }
+        decision = place_pod(baseline, pod, [unused.claim], Policy.uniform(Placement.BINPACK))
+        if isinstance(decision, Unplaceable) and decision.refused:
+            problems.append(
+                f"{unused.origin} is used by no pod of the file; a pod using it would be "
+                f"refused: {decision.reason}"
+            )
+    return problems

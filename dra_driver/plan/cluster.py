@@ -14,6 +14,8 @@ from dra_driver.k8s.objects import Object
 class ClusterObjects:
     """Nodes, this driver's ResourceSlices, DeviceClasses, existing claims and GpuShareQuotas.
 
+    A live cluster adds its pods on nodes and its PodDisruptionBudgets (for preemption).
+
     ``source`` says where they came from, for the report (``inventory qgpu-runbook``).
     """
 
@@ -23,6 +25,10 @@ class ClusterObjects:
     classes: tuple[Object, ...]
     claims: tuple[Object, ...] = ()
     quotas: tuple[Object, ...] = ()
+    pods: tuple[Object, ...] = ()
+    """Pods bound to a node: those a preempting pod of the plan may evict."""
+    budgets: tuple[Object, ...] = ()
+    """PodDisruptionBudgets, read with their status."""
     problems: tuple[str, ...] = ()
     """What could not be read (quotas an account may not list), for the report's warnings."""
 

@@ -53,5 +53,5 @@ def run(
     workload = load_workload(settings.workload)
     cluster = _cluster(names, settings, flags)
     policies = list(Placement) if settings.policy == "both" else [Placement(settings.policy)]
-    plan = make_plan(names, cluster, workload, policies, progress)
+    plan = make_plan(names, cluster, workload, policies, progress, preemption=settings.preemption)
     return render(plan, settings.output, summary=settings.summary), plan.refused

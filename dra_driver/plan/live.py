@@ -3,6 +3,9 @@
 Every claim is read, whoever allocated it, because every allocation takes capacity from the
 cards; slices are only this driver's. GpuShareQuotas are read where the cluster serves them
 (no CRD: none); an account that may not list them gets a plan without them, and a warning.
+For preemption, the pods on nodes (the victims an online pod of the plan may evict) and the
+PodDisruptionBudgets are read too; budgets that cannot be listed (403, 404) are left out, with
+one warning.
 """
 
 from __future__ import annotations
@@ -36,8 +39,21 @@ def _quotas(api_client: client.ApiClient, names: DriverNames) -> tuple[tuple[Obj
     return _items(listed), ""
 
 
+def _budgets(api_client: client.ApiClient) -> tuple[tuple[Object, ...], str]:
+    """List every PodDisruptionBudget; none, and why, where they cannot be listed."""
+    policy = client.PolicyV1Api(api_client)
+    try:
+        listed = raw.call(policy.list_pod_disruption_budget_for_all_namespaces)
+    except (NotFoundError, ForbiddenError) as exc:
+        return (), (
+            "cannot list poddisruptionbudgets.policy, planned preemptions ignore disruption "
+            f"budgets: {exc}"
+        )
+    return _items(listed), ""
+
+
 def live_cluster(names: DriverNames, kubeconfig: str) -> ClusterObjects:
-    """List nodes, slices, classes, claims and quotas through ``kubeconfig``.
+    """List nodes, slices, classes, claims, quotas, pods on nodes and budgets via ``kubeconfig``.
 
     Raise :class:`PlanInputError` for an unusable kubeconfig; API failures surface as
     :class:`~dra_driver.k8s.errors.ApiError`.
@@ -50,6 +66,7 @@ def live_cluster(names: DriverNames, kubeconfig: str) -> ClusterObjects:
         core, resource = client.CoreV1Api(api_client), client.ResourceV1Api(api_client)
         host = api_client.configuration.host
         quotas, problem = _quotas(api_client, names)
+        budgets, budget_problem = _budgets(api_client)
         return ClusterObjects(
             source=f"cluster {host}",
             nodes=_items(raw.call(core.list_node)),
@@ -59,5 +76,9 @@ def live_cluster(names: DriverNames, kubeconfig: str) -> ClusterObjects:
             classes=_items(raw.call(resource.list_device_class)),
             claims=_items(raw.call(resource.list_resource_claim_for_all_namespaces)),
             quotas=quotas,
-            problems=(problem,) if problem else (),
+            pods=_items(
+                raw.call(core.list_pod_for_all_namespaces, field_selector="spec.nodeName!=")
+            ),
+            budgets=budgets,
+            problems=tuple(p for p in (problem, budget_problem) if p),
         )

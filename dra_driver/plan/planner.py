@@ -5,13 +5,14 @@ as if created in that order and allocated one at a time as the controller does, 
 allocation is counted before the next pod, so later pods see the capacity taken. A claim
 shared by several pods is allocated for the first of them; the others must go to its node.
 A pod whose allocation would take a GpuShareQuota of its namespace over ``hard`` is held
-back, as the controller holds it (:mod:`dra_driver.plan.quotas`).
+back, as the controller holds it (:mod:`dra_driver.plan.quotas`). An online pod that fits
+nowhere may preempt offline pods, as the controller's does: it is placed, and its victims
+leave the plan's picture (:mod:`dra_driver.plan.preemption`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import enum
 import itertools
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -30,12 +31,16 @@ from dra_driver.engine import (
     place_pod,
     uses_driver,
 )
+from dra_driver.engine.preempt import Blocked
 from dra_driver.engine.quotas import decision_breaches
 from dra_driver.k8s import objects
 from dra_driver.k8s.objects import Object
 from dra_driver.k8s.quantity import parse_quantity
-from dra_driver.plan.admission import pod_refusal, refusals
+from dra_driver.plan.admission import pod_refusal, refusals, unused_problems
+from dra_driver.plan.budgets import PlanBudgets
 from dra_driver.plan.cluster import ClusterObjects
+from dra_driver.plan.outcomes import Outcome, Plan, PlannedShare, PodPlan, PolicyPlan
+from dra_driver.plan.preemption import Eviction, PlanPreemptor, pod_reference
 from dra_driver.plan.quotas import parse_quotas, quota_uses
 from dra_driver.plan.workload import PlannedPod, PodClaim, Workload
 from dra_driver.publishing.slices import PCI_BUS_ID_ATTRIBUTE
@@ -43,98 +48,12 @@ from dra_driver.quota import Quota, QuotaStanding, describe
 from dra_driver.structured.configshares import counted_claim
 from dra_driver.usage.model import CardUse, card_uses
 
+__all__ = ["ALLOCATION_TIMESTAMP", "Outcome", "Plan", "PlannedShare", "PodPlan", "PolicyPlan",
+           "make_plan"]  # fmt: skip
+
 # A plan never runs anything; a fixed stamp keeps its claims (and any report) reproducible.
 ALLOCATION_TIMESTAMP: Final = "1970-01-01T00:00:00Z"
 _PROGRESS_EVERY: Final = 100
-
-
-class Outcome(enum.StrEnum):
-    """What became of one pod under one policy."""
-
-    PLACED = "placed"
-    PENDING = "pending"
-    """No node has room now; it would wait (and run once capacity is freed or added)."""
-    REFUSED = "refused"
-    """A claim can never be allocated as written; the reason names the field to change."""
-    QUOTA = "quota"
-    """A card has room, but a GpuShareQuota of its namespace has not: it would wait, gated,
-    until claims of the namespace are released (the reason is the controller's message)."""
-    NOT_OURS = "notOurs"
-    """The pod uses no DeviceClass of this driver."""
-
-
-@dataclasses.dataclass(frozen=True)
-class PlannedShare:
-    """One device allocated to one request of a pod's claim."""
-
-    entry: str
-    """The pod's ``spec.resourceClaims`` entry."""
-    claim: str
-    """``namespace/name`` of the claim."""
-    request: str
-    device: str
-    pci_bus_id: str
-    cores: Fraction | None
-    """Consumed capacity; ``None`` when the device is held whole, without a share."""
-    memory: Fraction | None
-
-
-@dataclasses.dataclass(frozen=True)
-class PodPlan:
-    """One pod's fate under one policy."""
-
-    namespace: str
-    name: str
-    owner: str
-    outcome: Outcome
-    node: str | None = None
-    shares: tuple[PlannedShare, ...] = ()
-    reason: str | None = None
-    fits_alone: bool | None = None
-    """For a pending pod: whether it would fit on the cluster as it was before the plan, so
-    that only the pods planned before it are in its way (``False``: more or bigger cards are
-    needed, or existing claims must go)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class PolicyPlan:
-    """Every pod and every card under one policy."""
-
-    policy: Placement
-    pods: tuple[PodPlan, ...]
-    cards: tuple[CardUse, ...]
-    quotas: tuple[QuotaStanding, ...] = ()
-
-    def count(self, outcome: Outcome) -> int:
-        """Return how many pods ended with ``outcome``."""
-        return sum(1 for pod in self.pods if pod.outcome is outcome)
-
-    @property
-    def ours(self) -> int:
-        """Return how many pods use this driver."""
-        return len(self.pods) - self.count(Outcome.NOT_OURS)
-
-
-@dataclasses.dataclass(frozen=True)
-class Plan:
-    """The whole report: one :class:`PolicyPlan` per policy, in the order asked for."""
-
-    driver: str
-    cluster: str
-    workload: str
-    problems: tuple[str, ...]
-    """What the engine could not use in the cluster's objects (malformed slices, claims), and
-    the workload's templates and claims no pod uses that a pod could not use either."""
-    policies: tuple[PolicyPlan, ...]
-    skipped: tuple[str, ...] = ()
-    """Documents of the file of kinds a plan does not place (ConfigMaps, Services …)."""
-    refused_unused: int = 0
-    """How many templates and claims no pod uses would be refused."""
-
-    @property
-    def refused(self) -> bool:
-        """Whether anything of the file would be refused: the plan's non-zero exit."""
-        return self.refused_unused > 0 or any(p.count(Outcome.REFUSED) for p in self.policies)
 
 
 def _sequential_share_ids() -> Callable[[], str]:
@@ -197,9 +116,19 @@ def _pod_plan(
     shares: tuple[PlannedShare, ...] = (),
     reason: str | None = None,
     fits_alone: bool | None = None,
+    eviction: Eviction | None = None,
 ) -> PodPlan:
+    victims = eviction.victims if eviction is not None else ()
     return PodPlan(
-        planned.namespace, planned.name, planned.owner, outcome, node, shares, reason, fits_alone
+        planned.namespace,
+        planned.name,
+        planned.owner,
+        outcome,
+        node,
+        shares,
+        reason,
+        fits_alone,
+        victims,
     )
 
 
@@ -211,8 +140,10 @@ class _PolicyRun:
         cluster: ClusterObjects,
         baseline: Snapshot,
         policy: Placement,
+        *,
         refused: Mapping[str, str],
-        quotas: Sequence[Quota] = (),
+        quotas: Sequence[Quota],
+        preemptor: PlanPreemptor,
     ) -> None:
         self.cluster = cluster
         self.snapshot = cluster.snapshot(baseline.names)
@@ -220,7 +151,7 @@ class _PolicyRun:
         """Why the webhook would refuse a template or claim, by its document's label."""
         self.baseline = baseline
         """The cluster before the plan; never changed."""
-        self.policy = policy
+        self.policy = Policy.uniform(policy)
         self.quotas = quotas
         self.held: dict[str, str] = {}
         """Each pod a quota holds back (``namespace/name``) -> the controller's message."""
@@ -230,6 +161,7 @@ class _PolicyRun:
         several pods is allocated for the first and pins the others to its node."""
         self._claims = {str(c["metadata"].get("uid")): c for c in cluster.claims}
         """Every claim of the cluster as the plan leaves it: its allocations included."""
+        self.preemptor = preemptor
 
     def place(self, planned: PlannedPod) -> PodPlan:
         """Place one pod and count what it takes."""
@@ -245,41 +177,89 @@ class _PolicyRun:
             for c in ours
             if self._uid(c) in self._allocated
         ]
-        policy = Policy.uniform(self.policy)
+        claims = [c.claim for c in waiting]
         decision = place_pod(
-            self.snapshot,
-            planned.pod,
-            [c.claim for c in waiting],
-            policy,
-            pinned=pinned,
-            share_id=self._share_id,
+            self.snapshot, planned.pod, claims, self.policy, pinned=pinned, share_id=self._share_id
         )
-        if isinstance(decision, Unplaceable):
-            if decision.refused:
-                return _pod_plan(planned, Outcome.REFUSED, reason=decision.reason)
-            alone = place_pod(self.baseline, planned.pod, [c.claim for c in ours], policy)
-            fits_alone = isinstance(alone, Placed)
-            return _pod_plan(
-                planned, Outcome.PENDING, reason=decision.reason, fits_alone=fits_alone
-            )
+        if not isinstance(decision, Unplaceable):
+            return self._allocate(planned, ours, waiting, decision)
+        if decision.refused:
+            return _pod_plan(planned, Outcome.REFUSED, reason=decision.reason)
+        found = self.preemptor.attempt(
+            self.snapshot, planned.pod, claims, self.policy, pinned=pinned, share_id=self._share_id
+        )
+        if found is None or isinstance(found, Blocked):
+            alone = place_pod(self.baseline, planned.pod, [c.claim for c in ours], self.policy)
+            reason = f"{decision.reason}; {found.reason}" if found else decision.reason
+            fits = isinstance(alone, Placed)
+            return _pod_plan(planned, Outcome.PENDING, reason=reason, fits_alone=fits)
+        # As the controller: the victims go first; then the pod is placed, or held by a quota.
+        eviction = self.preemptor.evict(found, f"{planned.namespace}/{planned.name}")
+        self._release(eviction.claims)
+        return self._allocate(planned, ours, waiting, found.placed, eviction)
+
+    def _allocate(
+        self,
+        planned: PlannedPod,
+        ours: list[PodClaim],
+        waiting: list[PodClaim],
+        decision: Placed,
+        eviction: Eviction | None = None,
+    ) -> PodPlan:
+        """Count the pod's allocations and reservations, unless a quota holds it back."""
         mine = [q for q in self.quotas if q.namespace == planned.namespace]
         breached = decision_breaches(self.snapshot, mine, decision, ALLOCATION_TIMESTAMP)
         if breached:
             self.held[f"{planned.namespace}/{planned.name}"] = describe(breached)
-            return _pod_plan(planned, Outcome.QUOTA, reason=describe(breached))
+            why = describe(breached) + (f" ({eviction.after()})" if eviction else "")
+            return _pod_plan(planned, Outcome.QUOTA, reason=why, eviction=eviction)
+        # Reserved for the pod, as the controller (or kube-scheduler) reserves it.
+        reference = pod_reference(self.preemptor.running_pod(planned, decision.node))
         by_uid = {self._uid(c): c for c in waiting}
         for allocation in decision.claims:
             claim = by_uid[allocation.uid]
             status = {"allocation": allocation.status(ALLOCATION_TIMESTAMP)}
-            allocated = {**claim.claim, "status": status}
-            self.snapshot.update_claim(allocated)
-            self._claims[allocation.uid] = allocated
-            self._allocated[allocation.uid] = (
-                decision.node,
-                _shares(self.snapshot, claim.entry, allocation),
-            )
+            self._count({**claim.claim, "status": {**status, "reservedFor": [reference]}})
+            planned_shares = _shares(self.snapshot, claim.entry, allocation)
+            self._allocated[allocation.uid] = (decision.node, planned_shares)
+        for shared in (c for c in ours if self._uid(c) not in by_uid):
+            current = self._claims[self._uid(shared)]
+            reserved = [*current["status"].get("reservedFor", []), reference]
+            self._count({**current, "status": {**current["status"], "reservedFor": reserved}})
         shares = tuple(share for c in ours for share in self._shares_of(c))
-        return _pod_plan(planned, Outcome.PLACED, node=decision.node, shares=shares)
+        outcome, reason = (
+            (Outcome.PREEMPTS, eviction.reason()) if eviction else (Outcome.PLACED, None)
+        )
+        return _pod_plan(
+            planned, outcome, node=decision.node, shares=shares, reason=reason, eviction=eviction
+        )
+
+    def _count(self, claim: Object) -> None:
+        """Count ``claim`` as the plan has it now: in the snapshot, and in the cards' view."""
+        self.snapshot.update_claim(claim)
+        self._claims[self._uid_of(claim)] = claim
+
+    def _release(self, uids: Sequence[str]) -> None:
+        """Release the claims of evicted pods: deallocated, their room free for others."""
+        for uid in uids:
+            self.snapshot.remove_claim(uid)
+            self._allocated.pop(uid, None)
+            claim = self._claims.get(uid)
+            if claim is not None:
+                self._claims[uid] = {k: v for k, v in claim.items() if k != "status"}
+
+    def outcome(self, pod: PodPlan) -> PodPlan:
+        """Return ``pod`` as the plan ended: evicted, if a later pod evicted it."""
+        reason = self.preemptor.evicted.get(f"{pod.namespace}/{pod.name}")
+        if reason is None:
+            return pod
+        return dataclasses.replace(
+            pod, outcome=Outcome.EVICTED, node=None, shares=(), reason=reason
+        )
+
+    @staticmethod
+    def _uid_of(claim: Object) -> str:
+        return str(claim["metadata"]["uid"])
 
     @staticmethod
     def _uid(claim: PodClaim) -> str:
@@ -306,25 +286,34 @@ def make_plan(
     workload: Workload,
     policies: Sequence[Placement],
     progress: Callable[[str], None] | None = None,
+    *,
+    preemption: bool = True,
 ) -> Plan:
     """Place ``workload`` on ``cluster`` under each of ``policies``.
 
     ``progress`` hears how far the placing is, every hundred pods and at each policy's end.
+    ``preemption`` false: no pod evicts another (as the controller run without preemption).
     """
     cluster = cluster.with_classes(workload.classes)
     quotas, quota_problems = parse_quotas(cluster.quotas)
     refused = refusals(names, cluster, workload, quotas=quotas)
     baseline = cluster.snapshot(names)
+    file_pods = [pod.pod for pod in workload.pods]
     results = []
     for policy in policies:
-        run = _PolicyRun(cluster, baseline, policy, refused, quotas)
+        budgets = PlanBudgets(cluster.budgets, workload.budgets, file_pods)
+        preemptor = PlanPreemptor(cluster.pods, budgets, workload.pods, enabled=preemption)
+        run = _PolicyRun(
+            cluster, baseline, policy, refused=refused, quotas=quotas, preemptor=preemptor
+        )
         pods = []
         for done, pod in enumerate(workload.pods, start=1):
             pods.append(run.place(pod))
             if progress is not None and (done % _PROGRESS_EVERY == 0 or done == len(workload.pods)):
                 progress(f"{policy.value}: {done}/{len(workload.pods)} pods placed")
+        pods = [run.outcome(pod) for pod in pods]
         results.append(PolicyPlan(policy, tuple(pods), run.cards(), run.quota_uses()))
-    unused = _unused_problems(baseline, workload, refused)
+    unused = unused_problems(baseline, workload, refused)
     return Plan(
         names.driver,
         cluster.source,
@@ -334,35 +323,3 @@ def make_plan(
         skipped=workload.skipped,
         refused_unused=len(unused),
     )
-
-
-def _unused_problems(
-    baseline: Snapshot, workload: Workload, refused: Mapping[str, str]
-) -> list[str]:
-    """Say which templates and claims no pod uses would be refused if a pod did.
-
-    A mistake there shows nowhere else in the plan, and would only surface at ``kubectl apply``
-    (the webhook) or, for the first pod that uses it, as a refused placement.
-    """
-    problems = []
-    for unused in workload.unused:
-        if unused.origin in refused:
-            problems.append(
-                f"{unused.origin} is used by no pod of the file, and would be refused: "
-                f"{refused[unused.origin]}"
-            )
-            continue
-        metadata = unused.claim["metadata"]
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "unused", "namespace": metadata["namespace"]},
-            "spec": {"resourceClaims": [{"name": "c", "resourceClaimName": metadata["name"]}]},
-        }
-        decision = place_pod(baseline, pod, [unused.claim], Policy.uniform(Placement.BINPACK))
-        if isinstance(decision, Unplaceable) and decision.refused:
-            problems.append(
-                f"{unused.origin} is used by no pod of the file; a pod using it would be "
-                f"refused: {decision.reason}"
-            )
-    return problems

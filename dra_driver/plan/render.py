@@ -11,10 +11,11 @@ The JSON document (keys camelCase, amounts as Kubernetes quantity strings, absen
      "policies": [{
        "policy": "binpack",
        "summary": {"pods": 6, "placed": 5, "pending": 1, "refused": 0, "quota": 0,
-                   "notOurs": 0},
+                   "notOurs": 0, "preempts": 0, "evicted": 0},
        "pods": [{"namespace": "default", "name": "infer-0", "owner": "Deployment/infer",
-                 "outcome": "placed|pending|refused|quota|notOurs", "node": "node-1",
-                 "reason": null, "fitsAlone": null,
+                 "outcome": "placed|pending|refused|quota|notOurs|preempts|evicted",
+                 "node": "node-1", "reason": null, "fitsAlone": null,
+                 "victims": [],  # namespace/name of the pods evicted to make room for it
                  "shares": [{"entry": "gpu", "claim": "default/infer-0-gpu",
                              "request": "gpu", "device": "gpu-0",
                              "pciBusID": "0000:00:08.0", "cores": "40", "memory": "5Gi"}]}],
@@ -28,8 +29,12 @@ The JSON document (keys camelCase, amounts as Kubernetes quantity strings, absen
                    "claims": 2, "waiting": ["team-a/infer-2"]}]}]}
 
 A pod with outcome ``quota`` would wait on a GpuShareQuota of its namespace: its reason is the
-message of the controller's ``QuotaExceeded`` event. ``used`` of a quota counts the cluster's
-allocated claims and the plan's allocations of its namespace, under that policy.
+message of the controller's ``QuotaExceeded`` event. A pod with outcome ``preempts`` is placed
+(``node``, ``shares``) once the offline pods in its ``victims`` are evicted (its reason:
+``would evict default/batch-1 on node-1``); a pod of the file evicted so is ``evicted``
+afterwards, ``node`` null, its reason naming the pod it made room for. A pending pod whose
+preemption a PodDisruptionBudget blocks says so in its reason. ``used`` of a quota counts the
+cluster's allocated claims and the plan's allocations of its namespace, under that policy.
 ``fitsAlone`` is set for a pending pod only: ``true`` when it would fit on the cluster as it
 was before the plan (the pods planned before it are in its way), ``false`` when it would not
 (the table shows ``NO FIT``). ``cores``/``memory`` of a share are ``null`` when the device is
@@ -44,7 +49,7 @@ from fractions import Fraction
 from typing import Final
 
 from dra_driver.k8s.objects import Object
-from dra_driver.plan.planner import Outcome, Plan, PlannedShare, PodPlan, PolicyPlan
+from dra_driver.plan.outcomes import Outcome, Plan, PlannedShare, PodPlan, PolicyPlan
 from dra_driver.settings import as_document
 from dra_driver.usage.model import CardUse
 from dra_driver.usage.render import (
@@ -61,6 +66,7 @@ _POD_CELLS: Final = {
     Outcome.REFUSED: "REFUSED",
     Outcome.QUOTA: "QUOTA",
     Outcome.NOT_OURS: "not ours",
+    Outcome.EVICTED: "EVICTED",
 }
 
 
@@ -93,6 +99,7 @@ def _pod_json(pod: PodPlan) -> Object:
         "reason": pod.reason,
         "fitsAlone": pod.fits_alone,
         "shares": [_share_json(share) for share in pod.shares],
+        "victims": list(pod.victims),
     }
 
 
@@ -140,6 +147,8 @@ def _share_cell(share: PlannedShare | None) -> str:
 
 
 def _pod_cell(pod: PodPlan) -> str:
+    if pod.outcome is Outcome.PREEMPTS:
+        return f"{pod.node} PREEMPTS"
     if pod.node is not None:
         return pod.node
     if pod.outcome is Outcome.PENDING:
@@ -224,8 +233,15 @@ def _quotas(plan: Plan, header: list[str]) -> list[str]:
 
 
 def summary_line(plan: Plan) -> str:
-    """Return ``placed 5/6 pods (binpack), 6/6 (spread)``, noting pods of other drivers."""
-    counts = [(f"{r.count(Outcome.PLACED)}/{r.ours}", r.policy.value) for r in plan.policies]
+    """Return ``placed 5/6 pods (binpack), 6/6 (spread)``, noting pods of other drivers.
+
+    Pods that preempt count as placed; the offline pods they evict (of the file or running in
+    the cluster) are counted after.
+    """
+    counts = [
+        (f"{r.count(Outcome.PLACED) + r.count(Outcome.PREEMPTS)}/{r.ours}", r.policy.value)
+        for r in plan.policies
+    ]
     (first, policy), *rest = counts
     text = f"placed {first} pods ({policy})" + "".join(f", {n} ({p})" for n, p in rest)
     others = plan.policies[0].count(Outcome.NOT_OURS)
@@ -233,6 +249,9 @@ def summary_line(plan: Plan) -> str:
         text += f"; 1 pod uses no device of {plan.driver}"
     elif others:
         text += f"; {others} pods use no device of {plan.driver}"
+    evicted = [(sum(len(p.victims) for p in r.pods), r.policy.value) for r in plan.policies]
+    if any(count for count, _ in evicted):
+        text += "; offline pods evicted: " + ", ".join(f"{n} ({p})" for n, p in evicted)
     held = [(r.count(Outcome.QUOTA), r.policy.value) for r in plan.policies]
     if any(count for count, _ in held):
         text += "; waiting on a GpuShareQuota: " + ", ".join(f"{n} ({p})" for n, p in held)

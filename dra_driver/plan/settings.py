@@ -23,7 +23,9 @@ class PlanSettings:
     workload: Path | None = flag(
         None,
         "required: multi-document YAML of Pods, Deployments, StatefulSets, ReplicaSets and "
-        "Jobs with the ResourceClaimTemplates, ResourceClaims and DeviceClasses they use",
+        "Jobs with the ResourceClaimTemplates, ResourceClaims and DeviceClasses they use, and "
+        "PodDisruptionBudgets; an online pod that fits nowhere is placed by evicting offline "
+        "pods (PREEMPTS), which are then EVICTED from the plan",
     )
     policy: str = flag(
         "both", "placement at every level to plan with", choices=("binpack", "spread", "both")
@@ -33,6 +35,12 @@ class PlanSettings:
         False,
         "table: list only the pods some policy does not place (with why), and count the cards "
         "used instead of listing them; for workloads of thousands of pods",
+    )
+    preemption: bool = flag(
+        True,
+        "false: plan as the controller runs with --preemption=false (the chart's "
+        "controller.preemption.enabled: false): an online pod that fits nowhere waits instead "
+        "of evicting offline pods",
     )
     consumable_capacity: bool = flag(
         True,

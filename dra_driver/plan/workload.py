@@ -1,7 +1,9 @@
 """A workload file: the pods it would create and the ResourceClaims each pod would use.
 
 A multi-document YAML of Pods, Deployments, StatefulSets, ReplicaSets and Jobs with the
-ResourceClaimTemplates, ResourceClaims and DeviceClasses they use. Documents of other kinds
+ResourceClaimTemplates, ResourceClaims and DeviceClasses they use, and the
+PodDisruptionBudgets that guard them against preemption (:mod:`dra_driver.plan.budgets`).
+A pod keeps the labels of its Pod document or its template. Documents of other kinds
 (Namespaces, ConfigMaps, Services: all of an application's ``helm template`` output) are
 skipped and listed, so the report can say so. Each object's ``apiVersion`` must be one the API
 server serves for its kind, and names must be valid Kubernetes names, as ``kubectl apply``
@@ -32,6 +34,7 @@ import yaml
 from dra_driver.k8s import objects
 from dra_driver.k8s.names import LABEL_RULE, SUBDOMAIN_RULE, is_dns_label, is_dns_subdomain
 from dra_driver.k8s.objects import Object
+from dra_driver.plan.budgets import budget_problem
 from dra_driver.plan.errors import PlanInputError
 
 DEFAULT_NAMESPACE: Final = "default"
@@ -52,6 +55,7 @@ _API_VERSIONS: Final = {
     "ResourceClaimTemplate": _RESOURCE_VERSIONS,
     "ResourceClaim": _RESOURCE_VERSIONS,
     "DeviceClass": _RESOURCE_VERSIONS,
+    "PodDisruptionBudget": ("policy/v1",),
 }
 # Fixed, so the same file always yields the same claim UIDs (and the same JSON report).
 _UID_NAMESPACE: Final = uuid.UUID("5d2b8c1e-7f3a-4e6b-8c9d-1a2b3c4d5e6f")
@@ -107,6 +111,8 @@ class Workload:
     unused: tuple[FileClaim, ...] = ()
     skipped: tuple[str, ...] = ()
     """Documents of kinds plan does not place: ``ConfigMap default/app (document 4)``."""
+    budgets: tuple[Object, ...] = ()
+    """The file's PodDisruptionBudgets, namespace set."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +147,7 @@ class _Reader:
         self.claims: dict[tuple[str, str], tuple[Object, str]] = {}
         """Each ResourceClaim of the file, with its document's label."""
         self.classes: dict[str, _Document] = {}
+        self.budgets: dict[tuple[str, str], Object] = {}
         self.pod_names: dict[tuple[str, str], int] = {}
         self.used: set[tuple[str, str, str]] = set()
         """(kind, namespace, name) of each template and claim a pod uses."""
@@ -194,6 +201,13 @@ class _Reader:
         elif document.kind == "DeviceClass":
             self._unique(document, self.classes, document.name)
             self.classes[document.name] = document
+        elif document.kind == "PodDisruptionBudget":
+            self._unique(document, self.budgets, key)
+            wrong = budget_problem(document.body)
+            if wrong is not None:
+                raise self.fail(document, *wrong)
+            metadata = {**objects.metadata(document.body), "namespace": document.namespace}
+            self.budgets[key] = {**document.body, "metadata": metadata}
         return True
 
     def _unique(self, document: _Document, seen: Mapping[Any, Any], key: object) -> None:
@@ -219,6 +233,7 @@ class _Reader:
         """Yield the pods a Pod or workload document creates; other kinds create none."""
         if document.kind == "Pod":
             specs = [(document.name, "spec", self.mapping(document, document.body, "spec"))]
+            labels = objects.metadata(document.body).get("labels")
         elif document.kind in _REPLICAS:
             field = _REPLICAS[document.kind]
             count = self.mapping(document, document.body, "spec").get(field, 1)
@@ -228,6 +243,8 @@ class _Reader:
             path = "spec.template.spec"
             pod_spec = self.mapping(document, document.body, path)
             specs = [(f"{document.name}-{i}", path, pod_spec) for i in range(count)]
+            template = document.body["spec"]["template"]
+            labels = objects.metadata(template).get("labels")
         else:
             return
         for name, path, spec in specs:
@@ -236,12 +253,10 @@ class _Reader:
                 problem = f"pod {name} is also created by document {self.pod_names[key]}"
                 raise self.fail(document, "metadata.name", problem)
             self.pod_names[key] = document.index
-            pod = {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": name, "namespace": document.namespace},
-                "spec": spec,
-            }
+            metadata: Object = {"name": name, "namespace": document.namespace}
+            if isinstance(labels, dict) and labels:
+                metadata["labels"] = dict(labels)
+            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
             claims = tuple(self._pod_claims(document, name, path, spec))
             yield PlannedPod(pod, f"{document.kind}/{document.name}", claims)
 
@@ -314,7 +329,8 @@ def parse_workload(text: str, source: str) -> Workload:
     pods = tuple(pod for document in documents for pod in reader.pods(document))
     classes = tuple(d.body for d in reader.classes.values())
     unused = tuple(_unused(reader, documents))
-    return Workload(source, pods, classes, unused, tuple(skipped))
+    budgets = tuple(reader.budgets.values())
+    return Workload(source, pods, classes, unused, tuple(skipped), budgets)
 
 
 def _unused(reader: _Reader, documents: list[_Document]) -> Iterator[FileClaim]:

@@ -32,6 +32,8 @@ def test_json_document_has_exactly_the_documented_keys() -> None:
         "refused": 0,
         "quota": 0,
         "notOurs": 0,
+        "preempts": 0,
+        "evicted": 0,
     }
     assert binpack["quotas"] == []
     first = binpack["pods"][0]
@@ -44,6 +46,7 @@ def test_json_document_has_exactly_the_documented_keys() -> None:
         "reason",
         "fitsAlone",
         "shares",
+        "victims",
     }
     assert set(first["shares"][0]) == {
         "entry",
