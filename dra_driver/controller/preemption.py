@@ -50,6 +50,8 @@ log = get_logger(__name__)
 RELEASE_MARGIN_SECONDS: Final = 60
 """Beyond the victims' grace period: time for their claims to be released."""
 _EVICTED_REMEMBERED: Final = 4096
+_FIRST_RETRY_SECONDS: Final = 5.0
+_MAX_RETRY_SECONDS: Final = 60.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +87,10 @@ class Preemptor:
         # Evicted by this process: the pod cache may not show the deletion at the next pass.
         # Insertion-ordered, and trimmed, so a long-lived leader does not grow it for ever.
         self._evicted: dict[str, None] = {}
+        # Pod UID -> when to search again, the pause, and what it waits for meanwhile: a search
+        # costs up to a second on a large cluster full of offline work, and a pod that fits
+        # nowhere is looked at on every claim change.
+        self._retry: dict[str, tuple[float, float, Waiting | None]] = {}
 
     def own_holds(self, snapshot: Snapshot, pod: Object, claims: Sequence[Object]) -> list[str]:
         """Return the UIDs of ``claims`` whose room is held for ``pod``: its decision skips them."""
@@ -141,11 +147,37 @@ class Preemptor:
             # Only some claims were nominated (an error or a crash between the writes, which
             # all come before any eviction): the rest of the room is not held. Start afresh.
             self._drop(snapshot.held[uid].claim, "incomplete")
+        pod_uid, now = objects.uid(pod), self._clock()
+        retry = self._retry.get(pod_uid)
+        if retry is not None and now < retry[0]:
+            return retry[2]  # searched lately for nothing: the worker has other pods to place
+        found = self._search(snapshot, pod, pending, pinned, node_fit)
+        if found is None or isinstance(found, Blocked):
+            pause = min(2 * retry[1], _MAX_RETRY_SECONDS) if retry else _FIRST_RETRY_SECONDS
+            waiting = None
+            if isinstance(found, Blocked):
+                self._metrics.preemptions.labels("blocked").inc()
+                waiting = Waiting(found.reason, "PreemptionBlocked", "Warning")
+            self._retry[pod_uid] = (now + pause, pause, waiting)
+            while len(self._retry) > _EVICTED_REMEMBERED:
+                del self._retry[next(iter(self._retry))]
+            return waiting
+        self._retry.pop(pod_uid, None)
+        return self._nominate(pod, pending, found, snapshot)
+
+    def _search(
+        self,
+        snapshot: Snapshot,
+        pod: Object,
+        pending: Sequence[Object],
+        pinned: Sequence[Object],
+        node_fit: NodeFit,
+    ) -> Preemption | Blocked | None:
         candidates = victims(snapshot, pod, self._view.pods.get)
         if not candidates:
             return None
         budgets = [disruption_budget(pdb) for pdb in self._view.budgets.list()]
-        found = preempt(
+        return preempt(
             snapshot,
             pod,
             pending,
@@ -155,12 +187,6 @@ class Preemptor:
             pinned=pinned,
             node_fit=node_fit,
         )
-        if found is None:
-            return None
-        if isinstance(found, Blocked):
-            self._metrics.preemptions.labels("blocked").inc()
-            return Waiting(found.reason, "PreemptionBlocked", "Warning")
-        return self._nominate(pod, pending, found, snapshot)
 
     def _nominate(
         self, pod: Object, pending: Sequence[Object], found: Preemption, snapshot: Snapshot

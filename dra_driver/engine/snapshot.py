@@ -74,6 +74,10 @@ class Snapshot:
     """Claim UID -> the room its nomination holds, counted as taken by every decision."""
     preemptible: dict[str, Object] = dataclasses.field(default_factory=dict)
     """Claim UID -> counted claims whose every share of ours is offline and preemptible."""
+    marks: dict[str, tuple[tuple[DeviceId, Priority], ...]] = dataclasses.field(
+        default_factory=dict
+    )
+    """Claim UID -> what it adds to :attr:`priorities`, so removing it decodes nothing."""
 
     @functools.cached_property
     def node_names(self) -> tuple[str, ...]:
@@ -154,7 +158,10 @@ class Snapshot:
                 # What is counted is what gets removed again: counted once, stored as counted.
                 claim = counted_claim(claim, self.names, self.capacities)
             self.state.add_claim(claim)
-            if self._count_priorities(claim, 1):
+            marks, preemptible = self._priority_marks(claim)
+            self._mark(marks, 1)
+            self.marks[uid] = marks
+            if preemptible:
                 self.preemptible[uid] = claim
             self.counted[uid] = claim
             self.counted_names[_name_of(claim)] = uid
@@ -190,21 +197,30 @@ class Snapshot:
         """Leave the claims (allocations and holds) with ``uids`` uncounted inside the block.
 
         For a question about the cluster as it would be without them (a pod placed on the
-        room its own nomination holds, a pod placed after victims are gone); they are counted
-        again, exactly as before, when the block ends.
+        room its own nomination holds, a pod placed after victims are gone). Only what
+        placement reads changes (the allocated state, the free capacity, the priorities), so
+        a question is cheap; all is counted again, exactly as before, when the block ends.
         """
-        kept = [
-            (uid, self.held[uid].claim if uid in self.held else self.counted.get(uid))
-            for uid in dict.fromkeys(uids)
-        ]
-        for uid, _ in kept:
-            self.remove_claim(uid)
+        gone: list[tuple[Object, tuple[tuple[DeviceId, Priority], ...]]] = []
+        for uid in dict.fromkeys(uids):
+            if uid in self.held:
+                gone.append((self.held[uid].counted, ()))
+            elif uid in self.counted:
+                gone.append((self.counted[uid], self.marks.get(uid, ())))
+        devices = {device for claim, _ in gone for device in _device_ids(claim)}
+        problems = len(self.state.problems)
+        for claim, marks in gone:
+            self.state.remove_claim(claim)
+            self._mark(marks, -1)
+        self.load.refresh(devices)
         try:
             yield
         finally:
-            for _, claim in kept:
-                if claim is not None:
-                    self.update_claim(claim)
+            for claim, marks in gone:
+                self.state.add_claim(claim)
+                self._mark(marks, 1)
+            del self.state.problems[problems:]  # each was reported when first counted
+            self.load.refresh(devices)
 
     def remove_claim(self, uid: str) -> None:
         """Stop counting the claim with ``uid`` (its allocation ended or it is gone)."""
@@ -218,7 +234,7 @@ class Snapshot:
             if self.counted_names.get(_name_of(counted)) == uid:
                 del self.counted_names[_name_of(counted)]
             self.state.remove_claim(counted)
-            self._count_priorities(counted, -1)
+            self._mark(self.marks.pop(uid, ()), -1)
             self.load.refresh(_device_ids(counted))
             uses = self.quota_uses.get(objects.namespace(counted))
             if uses is not None:
@@ -272,16 +288,22 @@ class Snapshot:
             for held in holds:
                 self.state.add_claim(held)
 
-    def _count_priorities(self, claim: Object, sign: int) -> bool:
-        """Count the claim's shares per priority; return whether all are preemptible offline."""
+    def _mark(self, marks: Iterable[tuple[DeviceId, Priority]], sign: int) -> None:
+        for device_id, priority in marks:
+            counts = self.priorities.setdefault(device_id, {})
+            counts[priority] = counts.get(priority, 0) + sign
+
+    def _priority_marks(self, claim: Object) -> tuple[tuple[tuple[DeviceId, Priority], ...], bool]:
+        """Return each share of ours with its priority, and whether all are preemptible offline."""
         try:
             allocation = claim["status"]["allocation"]
             devices = allocation.get("devices") or {}
             results = list(devices.get("results") or [])
             configs = list(devices.get("config") or [])
         except MALFORMED:
-            return False  # AllocatedState reports malformed allocations already
-        ours = preemptible = 0
+            return (), False  # AllocatedState reports malformed allocations already
+        marks: list[tuple[DeviceId, Priority]] = []
+        preemptible = 0
         for result in results:
             if not isinstance(result, dict):
                 continue
@@ -298,12 +320,10 @@ class Snapshot:
             except (ConfigError, *MALFORMED):
                 # The kubelet plugin refuses such a claim; it still holds its capacity.
                 config = share_config([], self.names, "", path="")
-            counts = self.priorities.setdefault(device_id, {})
             effective = config.effective()
-            counts[effective.priority] = counts.get(effective.priority, 0) + sign
-            ours += 1
+            marks.append((device_id, effective.priority))
             preemptible += effective.preemptible_offline
-        return ours > 0 and preemptible == ours
+        return tuple(marks), bool(marks) and preemptible == len(marks)
 
 
 def _name_of(claim: Object) -> tuple[str, str]:
