@@ -14,14 +14,13 @@ from typing import Any, Final
 from gpushare_simulator.harness.apiserver import errors, formats
 from gpushare_simulator.harness.apiserver.dra_common import messages
 from gpushare_simulator.harness.apiserver.errors import FieldError
-from gpushare_simulator.harness.apiserver.selectors import Requirement
+from gpushare_simulator.harness.apiserver.selectors import object_label_selector, operator_errors
 
 JSON = dict[str, Any]
 KEY: Final = "poddisruptionbudgets.policy"
 STATUS_COUNTS: Final = ("disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods")
 """Status fields Go always serializes (non-pointer ``int32``): a fresh budget shows them as 0."""
 EVICTION_POLICIES: Final = ("AlwaysAllow", "IfHealthyBudget")
-_OPERATORS: Final = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
 _PERCENT: Final = re.compile(r"^[0-9]+%$")
 _PERCENT_ERROR: Final = formats.regex_error(
     "a valid percent string must be a numeric string followed by an ending '%'",
@@ -64,22 +63,11 @@ def _selector(selector: object, path: str) -> list[FieldError]:
     for key, value in (selector.get("matchLabels") or {}).items():
         errs += messages(f"{path}.matchLabels", key, formats.qualified_name(key))
         errs += messages(f"{path}.matchLabels", str(value), formats.label_value(str(value)))
+    errs += operator_errors(selector, path)
     for index, expression in enumerate(selector.get("matchExpressions") or []):
-        where = f"{path}.matchExpressions[{index}]"
-        operator, values = expression.get("operator"), expression.get("values") or []
-        if operator in {"In", "NotIn"} and not values:
-            detail = "must be specified when `operator` is 'In' or 'NotIn'"
-            errs.append(errors.required(f"{where}.values", detail))
-        elif operator in {"Exists", "DoesNotExist"} and values:
-            detail = "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
-            errs.append(errors.forbidden(f"{where}.values", detail))
-        elif operator not in _OPERATORS:
-            detail = "not a valid selector operator"
-            errs.append(errors.invalid(f"{where}.operator", operator, detail))
         key = str(expression.get("key") or "")
-        errs += messages(f"{where}.key", key, formats.qualified_name(key))
-        for at, value in enumerate(values):
-            errs += messages(f"{where}.values[{at}]", str(value), formats.label_value(str(value)))
+        where = f"{path}.matchExpressions[{index}].key"
+        errs += messages(where, key, formats.qualified_name(key))
     return errs
 
 
@@ -122,16 +110,8 @@ def selects(budget: JSON, labels: Mapping[str, str]) -> bool:
     selector = (budget.get("spec") or {}).get("selector")
     if not isinstance(selector, dict):
         return False
-    requirements = [
-        Requirement(str(k), "in", (str(v),)) for k, v in (selector.get("matchLabels") or {}).items()
-    ]
-    for expression in selector.get("matchExpressions") or []:
-        operator = _OPERATORS.get(str(expression.get("operator")))
-        if operator is None:
-            return False
-        values = tuple(str(v) for v in expression.get("values") or ())
-        requirements.append(Requirement(str(expression.get("key")), operator, values))
-    return all(requirement.matches(labels) for requirement in requirements)
+    parsed = object_label_selector(selector)
+    return parsed is not None and parsed.matches({"metadata": {"labels": dict(labels)}})
 
 
 def set_allowed_condition(status: JSON, now: str) -> None:

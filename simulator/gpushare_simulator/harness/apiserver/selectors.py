@@ -116,6 +116,45 @@ class _LabelParser:
         raise self.error(f"unknown operator {op!r}")
 
 
+SELECTOR_OPERATORS: Final = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
+"""A ``metav1.LabelSelector`` expression's operators, and the requirement each one is."""
+
+
+def object_label_selector(spec: object) -> LabelSelector | None:
+    """Read a ``metav1.LabelSelector`` object (``{}``: everything); ``None`` for a bad operator."""
+    if not isinstance(spec, dict):
+        return LabelSelector()
+    requirements = [
+        Requirement(str(k), "in", (str(v),)) for k, v in (spec.get("matchLabels") or {}).items()
+    ]
+    for expression in spec.get("matchExpressions") or []:
+        operator = SELECTOR_OPERATORS.get(str(expression.get("operator")))
+        if operator is None:
+            return None
+        values = tuple(str(v) for v in expression.get("values") or ())
+        requirements.append(Requirement(str(expression.get("key")), operator, values))
+    return LabelSelector(tuple(requirements))
+
+
+def operator_errors(selector: object, path: str) -> list[errors.FieldError]:
+    """Check the operator rules of ``ValidateLabelSelector``: each operator and its values."""
+    found: list[errors.FieldError] = []
+    expressions = selector.get("matchExpressions") if isinstance(selector, dict) else None
+    for index, expression in enumerate(expressions or []):
+        where = f"{path}.matchExpressions[{index}]"
+        operator, values = expression.get("operator"), expression.get("values") or []
+        if operator in {"In", "NotIn"} and not values:
+            detail = "must be specified when `operator` is 'In' or 'NotIn'"
+            found.append(errors.required(f"{where}.values", detail))
+        elif operator in {"Exists", "DoesNotExist"} and values:
+            detail = "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
+            found.append(errors.forbidden(f"{where}.values", detail))
+        elif operator not in SELECTOR_OPERATORS:
+            detail = "not a valid selector operator"
+            found.append(errors.invalid(f"{where}.operator", operator, detail))
+    return found
+
+
 def parse_label_selector(text: str) -> LabelSelector:
     """Parse a ``labelSelector`` query value; malformed input is a 400 BadRequest."""
     if not text.strip():

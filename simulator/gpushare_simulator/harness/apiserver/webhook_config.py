@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from gpushare_simulator.harness.apiserver import errors, formats
 from gpushare_simulator.harness.apiserver.dra_common import messages
 from gpushare_simulator.harness.apiserver.errors import FieldError
+from gpushare_simulator.harness.apiserver.selectors import operator_errors
 
 JSON = dict[str, Any]
 REVIEW_VERSIONS: Final = ("v1", "v1beta1")
@@ -25,7 +26,6 @@ MATCH_POLICIES: Final = ("Equivalent", "Exact")
 REINVOCATION_POLICIES: Final = ("IfNeeded", "Never")
 OPERATIONS: Final = ("*", "CONNECT", "CREATE", "DELETE", "UPDATE")
 SCOPES: Final = ("*", "Cluster", "Namespaced")
-SELECTOR_OPERATORS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
 MAX_TIMEOUT: Final = 30
 MAX_PORT: Final = 65535
 _DNS1035_FMT: Final = "[a-z]([-a-z0-9]*[a-z0-9])?"
@@ -109,7 +109,7 @@ def _webhook(hook: JSON, path: str, *, mutating: bool) -> list[FieldError]:
         detail = "the timeout value must be between 1 and 30 seconds"
         errs.append(errors.invalid(f"{path}.timeoutSeconds", timeout, detail))
     for key in ("namespaceSelector", "objectSelector"):
-        errs += _selector(hook.get(key), f"{path}.{key}")
+        errs += operator_errors(hook.get(key), f"{path}.{key}")
     if mutating:
         errs += _one_of(hook, "reinvocationPolicy", path, REINVOCATION_POLICIES)
     return errs + _client_config(hook.get("clientConfig") or {}, f"{path}.clientConfig")
@@ -187,26 +187,6 @@ def _resources(resources: list[str], path: str) -> list[FieldError]:
     if "*" in resources and plain:
         detail = "if '*' is present, must not specify other resources without subresources"
         errs.append(errors.invalid(path, resources, detail))
-    return errs
-
-
-def _selector(selector: object, path: str) -> list[FieldError]:
-    """Check the operator rules of ``ValidateLabelSelector``."""
-    errs: list[FieldError] = []
-    expressions = selector.get("matchExpressions") if isinstance(selector, dict) else None
-    for index, expression in enumerate(expressions or []):
-        where = f"{path}.matchExpressions[{index}]"
-        operator, values = expression.get("operator"), expression.get("values") or []
-        if operator in {"In", "NotIn"} and not values:
-            detail = "must be specified when `operator` is 'In' or 'NotIn'"
-            errs.append(errors.required(f"{where}.values", detail))
-        elif operator in {"Exists", "DoesNotExist"} and values:
-            detail = "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
-            errs.append(errors.forbidden(f"{where}.values", detail))
-        elif operator not in SELECTOR_OPERATORS:
-            errs.append(
-                errors.invalid(f"{where}.operator", operator, "not a valid selector operator")
-            )
     return errs
 
 

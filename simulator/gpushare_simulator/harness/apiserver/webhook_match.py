@@ -17,14 +17,13 @@ from typing import Any, Final
 from dra_driver.k8s import objects
 from gpushare_simulator.harness.apiserver import errors
 from gpushare_simulator.harness.apiserver.resources import ADMISSION, REGISTRY, ResourceType
-from gpushare_simulator.harness.apiserver.selectors import LabelSelector, Requirement
+from gpushare_simulator.harness.apiserver.selectors import LabelSelector, object_label_selector
 from gpushare_simulator.harness.apiserver.store import Store
 
 JSON = dict[str, Any]
 LOG: Final = logging.getLogger("gpushare_simulator.harness.apiserver.admission")
 NAMESPACES: Final = REGISTRY.resolve("namespaces")
 _OPTIONS: Final = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}
-_OPERATORS: Final = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
 
 
 @dataclass(frozen=True)
@@ -90,20 +89,10 @@ class Hook:
 
 def _selector(spec: object) -> LabelSelector:
     """Return a ``metav1.LabelSelector`` as a parsed selector (``{}`` matches everything)."""
-    if not isinstance(spec, dict):
-        return LabelSelector()
-    requirements = [
-        Requirement(k, "in", (str(v),)) for k, v in (spec.get("matchLabels") or {}).items()
-    ]
-    for expression in spec.get("matchExpressions") or []:
-        operator = _OPERATORS.get(str(expression.get("operator")))
-        if operator is None:
-            raise errors.internal(
-                f"{expression.get('operator')!r} is not a valid label selector operator"
-            )
-        values = tuple(str(v) for v in expression.get("values") or ())
-        requirements.append(Requirement(str(expression.get("key")), operator, values))
-    return LabelSelector(tuple(requirements))
+    parsed = object_label_selector(spec)
+    if parsed is None:
+        raise errors.internal("a label selector has an operator that is not valid")
+    return parsed
 
 
 def _labels(obj: JSON | None) -> dict[str, str]:
