@@ -40,6 +40,7 @@ from dra_driver.engine.preempt import (
 from dra_driver.engine.scan import NodeFit
 from dra_driver.k8s import objects
 from dra_driver.k8s.events import EventSink, EventType
+from dra_driver.k8s.informer import object_key
 from dra_driver.k8s.objects import Object
 from dra_driver.k8s.timestamps import rfc3339
 from dra_driver.logging import get_logger
@@ -123,7 +124,7 @@ class Preemptor:
         """Remove the nominations of claims that are allocated now."""
         for claim in claims:
             # As the view has it now: the commit that came first wrote the claim again.
-            current = self._view.claim(*_key(claim)) or claim
+            current = self._view.claim(*object_key(claim)) or claim
             annotations = objects.metadata(current).get("annotations") or {}
             if self._names.nomination_annotation in annotations:
                 self._view.assume(self._writer.nominate(current, None), in_place=True)
@@ -198,7 +199,7 @@ class Preemptor:
         ref = PodRef(objects.namespace(pod), objects.name(pod), objects.uid(pod))
         refs = tuple(victim.pod for victim in found.victims)
         # As the view has them now: a partial nomination may just have been dropped.
-        by_uid = {objects.uid(c): self._view.claim(*_key(c)) or c for c in pending}
+        by_uid = {objects.uid(c): self._view.claim(*object_key(c)) or c for c in pending}
         for claim_uid, results in _held_results(snapshot, by_uid, found.placed).items():
             nomination = Nomination(ref, found.node, rfc3339(expires), refs, results)
             written = self._writer.nominate(by_uid[claim_uid], nomination.encode())
@@ -253,10 +254,10 @@ class Preemptor:
         return Waiting(reason, "WaitingForPreemption", "Normal")
 
     def _drop(self, claim: Object, why: str) -> None:
-        current = self._view.claim(*_key(claim)) or claim
+        current = self._view.claim(*object_key(claim)) or claim
         self._view.assume(self._writer.nominate(current, None), in_place=True)
         self._metrics.preemptions.labels(why).inc()
-        log.info("preemption.dropped", claim="/".join(_key(claim)), why=why)
+        log.info("preemption.dropped", claim="/".join(object_key(claim)), why=why)
 
 
 def _held_results(
@@ -278,7 +279,3 @@ def _held_results(
             for r in results
         )  # fmt: skip
     return held
-
-
-def _key(claim: Object) -> tuple[str, str]:
-    return objects.namespace(claim), objects.name(claim)

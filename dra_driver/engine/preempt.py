@@ -314,15 +314,9 @@ def _evictable(snapshot: Snapshot, pod: Object, claims: list[str], ceiling: int)
     namespace = objects.namespace(pod)
     for name in objects.pod_claim_names(pod).values():
         uid = snapshot.counted_names.get((namespace, name or ""))
-        if uid is not None and uid not in claims and _ours(snapshot, uid):
+        if uid is not None and uid not in claims and snapshot.marks.get(uid):
             return False  # an online or exempt share of ours rides along
     return True
-
-
-def _ours(snapshot: Snapshot, uid: str) -> bool:
-    results = objects.status(snapshot.counted[uid]).get("allocation", {})
-    devices = (results.get("devices") or {}).get("results") or []
-    return any((r.get("driver"), r.get("pool"), r.get("device")) in snapshot.by_id for r in devices)
 
 
 def _victim(pod: Object, claims: list[str]) -> Victim:
