@@ -93,6 +93,17 @@ class DriverNames:
         return f"{self.driver}/allocation"
 
     @property
+    def policy_gate(self) -> str:
+        """The key of the chart's admission policy gate: a template label and a pod annotation.
+
+        The webhook labels (value ``"true"``) a ResourceClaimTemplate with exactly one request
+        of this driver when it is created; the policy gates a pod whose only claim comes from
+        such a template, used by at most one container at a time, and annotates the pod with
+        the same key, so the webhook's match condition can skip it: it needs nothing else.
+        """
+        return f"{self.driver}/policy-gate"
+
+    @property
     def cdi_vendor(self) -> str:
         """The CDI vendor; the ``k8s.`` prefix follows the DRA convention for per-claim specs."""
         return f"k8s.{self.driver}"

@@ -3,7 +3,10 @@
 ``/validate`` judges ResourceClaims and ResourceClaimTemplates at creation (their spec is
 immutable, so an update never needs judging, and the controller's own finalizer updates never
 wait for this webhook); ``/mutate`` refuses pods whose containers could not each be told
-their own shares (:mod:`dra_driver.webhook.containers`) and gates the others at creation.
+their own shares (:mod:`dra_driver.webhook.containers`) and gates the others at creation, and
+refuses claims and templates whose capacity requests the API server would drop; with
+``label_templates`` it also marks the templates whose pods the chart's admission policy may
+gate without it (:mod:`dra_driver.webhook.templates`).
 The cluster's state comes through :class:`Cluster`, which the informer cache implements and
 tests fake.
 
@@ -31,7 +34,8 @@ from dra_driver.validation.quota import quota_problems
 from dra_driver.webhook import review
 from dra_driver.webhook.containers import container_problems
 from dra_driver.webhook.pods import PodContext, cached_or_fetched, gate_patch, once
-from dra_driver.webhook.review import AdmissionRequest, MalformedReviewError
+from dra_driver.webhook.review import AdmissionRequest, JsonPatchOp, MalformedReviewError
+from dra_driver.webhook.templates import policy_gate_patch
 
 log = get_logger(__name__)
 
@@ -105,11 +109,17 @@ class Admission:
     """Decides reviews for one driver against one cluster."""
 
     def __init__(
-        self, names: DriverNames, cluster: Cluster, default_backend: Backend = Backend.HAMI_CORE
+        self,
+        names: DriverNames,
+        cluster: Cluster,
+        default_backend: Backend = Backend.HAMI_CORE,
+        *,
+        label_templates: bool = False,
     ) -> None:
         self._names = names
         self._cluster = cluster
         self._default_backend = default_backend
+        self._label_templates = label_templates
 
     def validate(self, body: bytes) -> Outcome:
         """Answer a validating review of a ResourceClaim or ResourceClaimTemplate."""
@@ -176,14 +186,7 @@ class Admission:
     def _mutate(self, request: AdmissionRequest) -> tuple[bytes, str]:
         found = _claim_spec(request)
         if found is not None:
-            _, spec_path, spec = found
-            errors = dropped_capacity(
-                spec, **self._spec_context(spec_path), limits=self._cluster.limits()
-            )
-            if not errors:
-                return review.allowed(request.uid), "allowed"
-            log.info("webhook.capacity_dropped", kind=request.kind, name=request.name)
-            return review.denied(request.uid, errors), "denied"
+            return self._mutate_spec(request, *found)
         pod = request.object
         if (
             request.operation != _CREATE
@@ -206,6 +209,22 @@ class Admission:
             return review.allowed(request.uid), "allowed"
         log.info("webhook.gated", namespace=request.namespace, name=request.name)
         return review.patched(request.uid, patch), "patched"
+
+    def _mutate_spec(
+        self, request: AdmissionRequest, obj: ObjectView, spec_path: str, spec: ObjectView
+    ) -> tuple[bytes, str]:
+        """Refuse capacity requests the API server would drop; label a template for the policy."""
+        context = self._spec_context(spec_path)
+        errors = dropped_capacity(spec, **context, limits=self._cluster.limits())
+        if errors:
+            log.info("webhook.capacity_dropped", kind=request.kind, name=request.name)
+            return review.denied(request.uid, errors), "denied"
+        label: list[JsonPatchOp] = []
+        if self._label_templates and request.kind == "ResourceClaimTemplate":
+            label = policy_gate_patch(obj, self._names, context["classes"])
+        if not label:
+            return review.allowed(request.uid), "allowed"
+        return review.patched(request.uid, label), "patched"
 
 
 def _claim_spec(request: AdmissionRequest) -> tuple[ObjectView, str, ObjectView] | None:

@@ -62,7 +62,9 @@ class Webhook:
             )
             self.cache = ClusterCache(api_client, names, borrowed=borrowed)
             self.server = WebhookServer(
-                Admission(names, self.cache, settings.backend),
+                Admission(
+                    names, self.cache, settings.backend, label_templates=settings.policy_gate
+                ),
                 tls,
                 metrics,
                 registry,

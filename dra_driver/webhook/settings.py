@@ -29,6 +29,11 @@ class WebhookSettings:
         "the kubelet plugins' default backend (their --backend): how the webhook and the "
         "controller judge pods using claims whose config names no backend",
     )
+    policy_gate: bool = flag(
+        False,
+        "label new ResourceClaimTemplates with exactly one request of this driver, whose pods "
+        "the chart's MutatingAdmissionPolicy then gates without a review (gate.mode=policy)",
+    )
     webhook_enabled: bool = flag(
         False,
         "controller only: also serve the admission webhook in this process "

@@ -70,7 +70,11 @@ def old_cluster() -> Iterator[Cluster]:
     try:
         with RealControlPlane(binaries, work, extra_gates={GATE: False}, grace_s=5) as plane:
             plane.add_node("node-1", GPU_LABELS)
-            driver = ChartInstall(plane, TOOLS / "helm", CHART, work / "d", inventory=inventory)
+            # A 1.35 API server serves no MutatingAdmissionPolicy v1: `auto` picks the webhook.
+            webhook_gate = {"gate": {"mode": "webhook"}}
+            driver = ChartInstall(
+                plane, TOOLS / "helm", CHART, work / "d", inventory=inventory, values=webhook_gate
+            )
             driver.install()
             driver.start_controller()
             driver.start_plugin("node-1")

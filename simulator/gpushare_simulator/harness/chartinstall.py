@@ -21,7 +21,7 @@ import http.client
 import ssl
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from http import HTTPStatus
 from pathlib import Path
 from typing import Final
@@ -44,10 +44,23 @@ _RESTART_STOP_S: Final = 5.0
 """How long a restarted program may take to stop after SIGTERM (then SIGKILL)."""
 
 
-def render(helm: Path, chart: Path, release: str, namespace: str, values: Object) -> list[Object]:
-    """Return the chart's objects as ``helm template`` renders them with ``values``."""
+def render(
+    helm: Path,
+    chart: Path,
+    release: str,
+    namespace: str,
+    values: Object,
+    *,
+    api_versions: Sequence[str] = (),
+) -> list[Object]:
+    """Return the chart's objects as ``helm template`` renders them with ``values``.
+
+    ``api_versions``: what the cluster serves (:func:`served_api_versions`), which ``helm
+    install`` discovers and ``helm template`` knows only when told.
+    """
+    flags = [f"--api-versions={version}" for version in api_versions]
     result = subprocess.run(
-        [str(helm), "template", release, str(chart), "-n", namespace, "-f", "-"],
+        [str(helm), "template", release, str(chart), "-n", namespace, "-f", "-", *flags],
         input=yaml.safe_dump(values),
         capture_output=True,
         text=True,
@@ -57,6 +70,23 @@ def render(helm: Path, chart: Path, release: str, namespace: str, values: Object
     if result.returncode != 0:
         raise RuntimeError(f"helm template failed: {result.stderr.strip()}")
     return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+def served_api_versions(api: client.ApiClient) -> list[str]:
+    """Return ``group/version`` and ``group/version/Kind`` of everything the API server serves.
+
+    The chart's ``.Capabilities.APIVersions``, as ``helm install`` sees them by discovery.
+    """
+    versions = ["v1"] + [f"v1/{r['kind']}" for r in raw.get(api, "/api/v1")["resources"]]
+    for group in raw.get(api, "/apis")["groups"]:
+        for entry in group["versions"]:
+            group_version = entry["groupVersion"]
+            resources = raw.get(api, f"/apis/{group_version}")["resources"]
+            versions.append(group_version)
+            versions.extend(
+                f"{group_version}/{r['kind']}" for r in resources if "/" not in r["name"]
+            )
+    return versions
 
 
 def _loopback(configuration: Object, port: int) -> Object:
@@ -99,7 +129,14 @@ class ChartInstall:
         webhook = dict(chart_values.get("webhook") or {})
         webhook["tls"] = {"existingSecret": _TLS_SECRET, "caBundle": cert.read_text()}
         chart_values["webhook"] = webhook
-        self.objects = render(helm, chart, release, namespace, chart_values)
+        self.objects = render(
+            helm,
+            chart,
+            release,
+            namespace,
+            chart_values,
+            api_versions=served_api_versions(self.api),
+        )
         self.processes: dict[str, PodProcess] = {}
 
     def hooks(self, when: str) -> list[Object]:
@@ -217,15 +254,21 @@ class ChartInstall:
         self.wait(self._webhook_ready, "the webhook's /readyz", _POD_TIMEOUT_S)
 
     def _webhook_ready(self) -> bool:
+        try:
+            return self.webhook_get("/readyz")[0] == HTTPStatus.OK
+        except OSError:
+            return False
+
+    def webhook_get(self, path: str) -> tuple[int, str]:
+        """GET ``path`` (``/readyz``, ``/metrics``) from the webhook; return status and body."""
         context = ssl.create_default_context(cafile=str(self._webhook_ca))
         connection = http.client.HTTPSConnection(
             "127.0.0.1", self.webhook_port, context=context, timeout=2
         )
         try:
-            connection.request("GET", "/readyz")
-            return connection.getresponse().status == HTTPStatus.OK
-        except OSError:
-            return False
+            connection.request("GET", path)
+            response = connection.getresponse()
+            return response.status, response.read().decode()
         finally:
             connection.close()
 

@@ -148,6 +148,28 @@ that references resource claims. tests/deploy evaluates it against the webhook's
 */}}
 {{- define "gpushare.webhook.podMatchCondition" -}}
 has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0
+{{- if include "gpushare.gate.policy" . }} && !(has(object.metadata.annotations) && {{ include "gpushare.gate.policyKey" . | quote }} in object.metadata.annotations && has(object.spec.schedulingGates) && object.spec.schedulingGates.exists(g, g.name == {{ include "gpushare.gate.name" . | quote }}))
+{{- end }}
+{{- end }}
+
+{{/* The pod scheduling gate (DriverNames.scheduling_gate). */}}
+{{- define "gpushare.gate.name" -}}{{ .Values.driverName }}/allocation{{- end }}
+
+{{/*
+The gate policy's key (DriverNames.policy_gate): the label of the templates it reads, and the
+annotation it leaves on the pods it gated.
+*/}}
+{{- define "gpushare.gate.policyKey" -}}{{ .Values.driverName }}/policy-gate{{- end }}
+
+{{/*
+Whether the MutatingAdmissionPolicy gates pods of marked templates: gate.mode=policy, or auto
+where the API server serves admissionregistration.k8s.io/v1 MutatingAdmissionPolicy (1.36+).
+*/}}
+{{- define "gpushare.gate.policy" -}}
+{{- if include "gpushare.gate.enabled" . }}
+{{- $mode := .Values.gate.mode }}
+{{- if or (eq $mode "policy") (and (eq $mode "auto") (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy")) }}true{{- end }}
+{{- end }}
 {{- end }}
 
 {{/* The webhook is served (and the mutating gate installed) only when enabled. */}}

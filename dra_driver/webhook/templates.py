@@ -1,0 +1,53 @@
+"""Mark the ResourceClaimTemplates whose pods the chart's admission policy may gate. Pure.
+
+With ``gate.mode=policy`` (Kubernetes 1.36+) the chart installs a MutatingAdmissionPolicy that
+gates a pod inside kube-apiserver, without calling this webhook, when the pod's only claim
+comes from a template labelled ``<driver>/policy-gate: "true"`` and at most one container at a
+time uses it. CEL cannot look up DeviceClasses, so the policy cannot tell by itself whether a
+template asks for this driver; the webhook can, once, when the template is created. It labels a
+template that has exactly one request of this driver: a pod using such a template alone cannot
+hand one container two requests' limits, the only thing the webhook refuses in such a pod (with
+one container using it, HAMi-core's accounting is not shared either). Every other pod with
+claims still comes to the webhook, as before.
+
+The label is the webhook's to decide: one a user wrote on a template that does not qualify is
+removed, so no pod skips a check it needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from dra_driver.api import DriverNames
+from dra_driver.k8s import objects
+from dra_driver.k8s.objects import ObjectView
+from dra_driver.structured.classes import driver_requests
+from dra_driver.webhook.review import JsonPatchOp
+
+LABEL_VALUE: Final = "true"
+
+
+def policy_gate_patch(
+    template: ObjectView, names: DriverNames, classes: Mapping[str, Mapping[str, Any]]
+) -> list[JsonPatchOp]:
+    """Return the JSON Patch that sets or removes the policy-gate label of ``template``."""
+    key = names.policy_gate
+    labels = objects.metadata(template).get("labels")
+    has_labels = isinstance(labels, dict)
+    current = labels.get(key) if isinstance(labels, dict) else None
+    claim_spec = objects.spec(objects.spec(template))
+    qualifies = len(driver_requests(claim_spec, classes, names.driver)) == 1
+    path = f"/metadata/labels/{_pointer_token(key)}"
+    if qualifies and current != LABEL_VALUE:
+        if not has_labels:
+            return [{"op": "add", "path": "/metadata/labels", "value": {key: LABEL_VALUE}}]
+        return [{"op": "add", "path": path, "value": LABEL_VALUE}]
+    if not qualifies and current is not None:
+        return [{"op": "remove", "path": path}]
+    return []
+
+
+def _pointer_token(key: str) -> str:
+    """Escape a map key for a JSON Pointer (RFC 6901): ``~`` as ``~0``, ``/`` as ``~1``."""
+    return key.replace("~", "~0").replace("/", "~1")

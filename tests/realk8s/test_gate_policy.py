@@ -1,0 +1,118 @@
+"""gate.mode=policy on a real 1.36 API server: pods gated inside it, the webhook only where needed.
+
+The suite's chart is installed with `gate.mode: auto`, which the real API server (it serves
+MutatingAdmissionPolicy v1) turns into the policy. The policy's CEL and its per-template
+evaluation run in kube-apiserver itself, so only a real one can show them working.
+"""
+
+from __future__ import annotations
+
+import json
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from dra_driver.k8s.objects import Object
+from realk8s.kit import NAMES, Cluster
+
+TEMPLATES = """\
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: share}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly:
+          deviceClassName: gpushare.dra.dev
+          capacity: {requests: {cores: "20", memory: 2Gi}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: pair}
+spec:
+  spec:
+    devices:
+      requests:
+      - {name: a, exactly: {deviceClassName: gpushare.dra.dev, capacity: {requests: {cores: "10"}}}}
+      - {name: b, exactly: {deviceClassName: gpushare.dra.dev, capacity: {requests: {cores: "10"}}}}
+"""
+POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}}}
+spec:
+  nodeSelector: {{kubernetes.io/hostname: node-2}}
+  resourceClaims: [{{name: gpu, resourceClaimTemplateName: {template}}}]
+  containers:
+{containers}
+"""
+USES_GPU = "  - {{name: {name}, image: busybox, resources: {{claims: [{{name: gpu}}]}}}}"
+
+
+def pod(name: str, template: str, *containers: str) -> str:
+    """Return a pod of ``containers`` (each using the claim), its one claim from ``template``."""
+    lines = "\n".join(USES_GPU.format(name=c) for c in containers)
+    return POD.format(name=name, template=template, containers=lines)
+
+
+def applied(cluster: Cluster, namespace: str, text: str) -> Object:
+    """Return the pod ``kubectl apply`` created, as admission left it (before the controller)."""
+    created: Object = json.loads(
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", "-o", "json", stdin=text).stdout
+    )
+    return created
+
+
+def pod_reviews(cluster: Cluster) -> float:
+    """Return how many pod reviews the webhook has answered."""
+    status, text = cluster.driver.webhook_get("/metrics")
+    assert status == 200
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "gpushare_webhook_requests_total" and sample.labels["kind"] == "Pod"
+    )
+
+
+def test_a_one_share_pod_is_gated_by_the_policy_without_a_review_and_runs(
+    cluster: Cluster, namespace: str
+) -> None:
+    """Template marked at creation; its pod gated and annotated in kube-apiserver; it runs."""
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=TEMPLATES)
+    labels = {
+        name: cluster.json("resourceclaimtemplate", name, "-n", namespace)["metadata"].get(
+            "labels", {}
+        )
+        for name in ("share", "pair")
+    }
+    assert labels["share"] == {NAMES.policy_gate: "true"}
+    assert NAMES.policy_gate not in labels["pair"]  # two requests: the webhook must see pods
+
+    reviews = pod_reviews(cluster)
+    created = applied(cluster, namespace, pod("one", "share", "c"))
+    assert created["metadata"]["annotations"][NAMES.policy_gate] == "true"
+    assert {"name": NAMES.scheduling_gate} in created["spec"]["schedulingGates"]
+    assert pod_reviews(cluster) == reviews  # the webhook never saw it
+    running = cluster.wait(lambda: cluster.running(namespace, "one"), "one to run", namespace)
+    assert cluster.env(running, "c")["CUDA_DEVICE_SM_LIMIT_0"] == "20"
+
+
+def test_pods_the_policy_does_not_gate_are_still_reviewed(cluster: Cluster, namespace: str) -> None:
+    """Two containers on one share, or two requests: the webhook refuses, as without the policy."""
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=TEMPLATES)
+    reviews = pod_reviews(cluster)
+    for name, template, containers in (("two", "share", ("a", "b")), ("both", "pair", ("a",))):
+        text = pod(name, template, *containers)
+        refused = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=text, check=False)
+        assert refused.returncode != 0, name
+        assert "denied the request" in refused.stderr, refused.stderr
+    assert pod_reviews(cluster) == reviews + 2
+    # A pod of the two-request template whose container names one request: reviewed, gated.
+    one_request = "claims: [{name: gpu, request: a}]"
+    text = pod("named", "pair", "a").replace("claims: [{name: gpu}]", one_request)
+    created = applied(cluster, namespace, text)
+    assert NAMES.policy_gate not in (created["metadata"].get("annotations") or {})
+    assert {"name": NAMES.scheduling_gate} in created["spec"]["schedulingGates"]
+    assert pod_reviews(cluster) == reviews + 3
