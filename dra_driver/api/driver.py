@@ -96,8 +96,8 @@ class DriverNames:
     def policy_gate(self) -> str:
         """The key of the chart's admission policy gate: a template label and a pod annotation.
 
-        The webhook labels (value ``"true"``) a ResourceClaimTemplate with exactly one request
-        of this driver when it is created; the policy gates a pod whose only claim comes from
+        The webhook labels (value ``"true"``) a ResourceClaimTemplate whose single request asks
+        for this driver when it is created; the policy gates a pod whose only claim comes from
         such a template, used by at most one container at a time, and annotates the pod with
         the same key, so the webhook's match condition can skip it: it needs nothing else.
         """

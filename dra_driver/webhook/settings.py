@@ -31,8 +31,8 @@ class WebhookSettings:
     )
     policy_gate: bool = flag(
         False,
-        "label new ResourceClaimTemplates with exactly one request of this driver, whose pods "
-        "the chart's MutatingAdmissionPolicy then gates without a review (gate.mode=policy)",
+        "label new ResourceClaimTemplates whose single request asks for this driver; the "
+        "chart's MutatingAdmissionPolicy gates their pods without a review (gate.mode=policy)",
     )
     webhook_enabled: bool = flag(
         False,

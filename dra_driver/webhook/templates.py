@@ -3,15 +3,17 @@
 With ``gate.mode=policy`` (Kubernetes 1.36+) the chart installs a MutatingAdmissionPolicy that
 gates a pod inside kube-apiserver, without calling this webhook, when the pod's only claim
 comes from a template labelled ``<driver>/policy-gate: "true"`` and at most one container at a
-time uses it. CEL cannot look up DeviceClasses, so the policy cannot tell by itself whether a
-template asks for this driver; the webhook can, once, when the template is created. It labels a
-template that has exactly one request of this driver: a pod using such a template alone cannot
+time uses it, and the template has a single request (the policy reads that from the template
+itself). CEL cannot look up DeviceClasses, so the policy cannot tell by itself whether a
+template asks for this driver; the webhook can, once, when the template is created, and labels
+a template whose one request asks for this driver. A pod using such a template alone cannot
 hand one container two requests' limits, the only thing the webhook refuses in such a pod (with
 one container using it, HAMi-core's accounting is not shared either). Every other pod with
 claims still comes to the webhook, as before.
 
-The label is the webhook's to decide: one a user wrote on a template that does not qualify is
-removed, so no pod skips a check it needs.
+The label is the webhook's to decide at creation: one a user wrote on a template that does not
+qualify is removed. One added later by hand can only make the policy gate a pod of a
+single-request template of another driver, which the controller then ungates untouched.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ def policy_gate_patch(
     has_labels = isinstance(labels, dict)
     current = labels.get(key) if isinstance(labels, dict) else None
     claim_spec = objects.spec(objects.spec(template))
-    qualifies = len(driver_requests(claim_spec, classes, names.driver)) == 1
+    requests = (claim_spec.get("devices") or {}).get("requests") or []
+    qualifies = len(requests) == 1 and bool(driver_requests(claim_spec, classes, names.driver))
     path = f"/metadata/labels/{_pointer_token(key)}"
     if qualifies and current != LABEL_VALUE:
         if not has_labels:
