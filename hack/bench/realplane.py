@@ -18,6 +18,7 @@ create is sent, so the webhook's review is in), the requests per pod by client a
 
     python hack/bench/realplane.py                        # 100 nodes, 200 pods at 5/s (~6 min)
     python hack/bench/realplane.py --rate 0 --pods 800 --premade   # throughput, claims made first
+    python hack/bench/realplane.py --gate-mode webhook    # every gated pod reviewed by the webhook
     python hack/bench/realplane.py --profile /tmp/prof    # py-spy the controller, gated phases
     python hack/bench/realplane.py --smoke                # tiny, for the test suite
 
@@ -260,16 +261,22 @@ def _verdict(phases: list[Object], rate: float) -> Object:
 
 @contextlib.contextmanager
 def started(
-    work: Path, inventory: Inventory, fill: Callable[[Bench], None] | None = None
+    work: Path,
+    inventory: Inventory,
+    fill: Callable[[Bench], None] | None = None,
+    *,
+    gate_mode: str = "auto",
 ) -> Iterator[Bench]:
     """Yield the cluster of a run once the controller leads.
 
-    The plane starts with an audit log, the chart is installed, the GPU nodes and their slices
-    are created, ``fill`` runs (before the controller, so its start-up reads what it made).
+    The plane starts with an audit log, the chart is installed (``gate.mode``: ``gate_mode``),
+    the GPU nodes and their slices are created, ``fill`` runs (before the controller, so its
+    start-up reads what it made).
     """
     (work / "inventory.yaml").write_text(dump_inventory(inventory))
     values = {
-        "controller": {"replicas": 1, "nodeSelector": {"kubernetes.io/hostname": SYSTEM_NODE}}
+        "controller": {"replicas": 1, "nodeSelector": {"kubernetes.io/hostname": SYSTEM_NODE}},
+        "gate": {"enabled": True, "mode": gate_mode},
     }
     audit = AuditLog(work / "audit.log")
     with RealControlPlane(_binaries(), work, apiserver_flags=audit_flags(work), grace_s=5) as plane:
@@ -330,6 +337,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--orders", default="scheduler,gated;gated,scheduler",
                         help="phases, ';' between orders")  # fmt: skip
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per phase")
+    parser.add_argument("--gate-mode", choices=("auto", "policy", "webhook"), default="auto",
+                        help="the chart's gate.mode: who gates the gated path's pods")  # fmt: skip
     parser.add_argument("--profile", type=Path, help="py-spy the controller in each phase, here")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("--smoke", action="store_true", help="tiny, for the test suite")
@@ -338,14 +347,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.nodes, args.pods, args.rate, args.timeout = 2, 4, 20.0, 60.0
     work = Path(tempfile.mkdtemp(prefix="rp", dir="/tmp"))  # short: sockets live under it
     try:
-        with started(work, gpu_inventory(args.nodes)) as bench:
+        with started(work, gpu_inventory(args.nodes), gate_mode=args.gate_mode) as bench:
             phases = _phases(bench, args)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     verdict = _verdict(phases, args.rate)
     emit({"benchmark": "realplane", "machine": machine(), "nodes": args.nodes, "rate": args.rate,
-          "premade": args.premade, "phases": phases, "acceptance": verdict})  # fmt: skip
+          "premade": args.premade, "gate_mode": args.gate_mode, "phases": phases,
+          "acceptance": verdict})  # fmt: skip
 
 
 if __name__ == "__main__":
