@@ -1,8 +1,10 @@
 """One real control plane for the suite: two real kubelets, the chart installed, its programs.
 
 node-1 has one Tesla T4 and node-2 two (the built-in qgpu-runbook inventory). Each test gets
-a namespace of its own; when it ends the namespace is deleted, and nothing of ours may be left:
-no claim, pod or finalizer (the leak a real API server showed: claims stuck Terminating).
+a namespace of its own; when it ends the namespace is deleted, its pods and claims must go, and
+nothing of ours may be left: no claim, pod or finalizer (the leak a real API server showed:
+claims stuck Terminating). The Namespace objects go in the background; the session's end checks
+that every one did.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from kubernetes import client
 
 from dra_driver.k8s import raw
 from dra_driver.nvml.inventory import builtin_inventory, dump_inventory
-from realk8s.kit import CHART, GPU_LABELS, TOOLS, Cluster, fresh_namespace
+from realk8s.kit import CHART, GPU_LABELS, TOOLS, Cluster, fresh_namespace, namespaces_gone
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -56,9 +58,13 @@ def cluster() -> Iterator[Cluster]:
                 "both nodes' ResourceSlices",
                 60,
             )
-            yield Cluster(plane, driver)
-            for process in driver.processes.values():
-                process.stop(5.0)
+            cluster = Cluster(plane, driver)
+            try:
+                yield cluster
+                namespaces_gone(cluster)
+            finally:
+                for process in driver.processes.values():
+                    process.stop(5.0)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

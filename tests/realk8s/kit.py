@@ -74,6 +74,7 @@ class Cluster:
 
     plane: RealControlPlane
     driver: ChartInstall
+    namespaces: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def api(self) -> client.ApiClient:
@@ -232,25 +233,62 @@ def unhealthy(inventory: Path, node: str, device: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def fresh_namespace(cluster: Cluster) -> Iterator[str]:
-    """Create a namespace; on exit delete it and check nothing of ours is left anywhere.
+    """Create a namespace; on exit empty it of pods and claims, and check nothing of ours is left.
 
-    What a real API server showed: claims stuck Terminating keep their namespace for ever.
+    The Namespace object itself goes later, in the background: kube-controller-manager's
+    namespace controller starts 5 s after the deletion and again 5 s after each pass that left
+    objects, which was 5-10 s of every test. :func:`namespaces_gone` checks at the session's end
+    that every one went (what a real API server showed: claims stuck Terminating keep their
+    namespace for ever).
     """
     name = f"t-{uuid.uuid4().hex[:8]}"
     cluster.kubectl("create", "namespace", name)
+    cluster.namespaces.append(name)
     yield name
-    # Pods first, at once: the namespace controller otherwise waits out their grace period
-    # before it deletes the rest, about 10 s a test. Their claims are still released by the
-    # controller and unprepared by the kubelet, which is what the check below is for.
-    cluster.kubectl(
-        "delete", "pods", "--all", "-n", name, "--grace-period=0", "--force", "--wait=false"
-    )
-    cluster.kubectl("delete", "namespace", name, "--wait=false")
+    clear_namespace(cluster, name)
+
+
+def clear_namespace(cluster: Cluster, name: str) -> None:
+    """Delete namespace ``name``; wait until its pods and claims are gone and nothing of ours is.
+
+    Terminating first: admission then refuses new objects in it, so no Deployment or Job brings
+    a pod back. Pods get a grace period of 1 s, not 0: each is gone once its node's kubelet has
+    stopped it and unprepared its claims, as with a namespace controller's deletion, not when
+    the API server forgets it (a forced deletion). Claims that belong to no pod are deleted too,
+    and are gone once released (our finalizer off).
+    """
+    core, resource = client.CoreV1Api(cluster.api), client.ResourceV1Api(cluster.api)
+    raw.call(core.delete_namespace, name)
+
+    def cleared() -> bool:
+        pods, claims = cluster.pods(name), cluster.claims(name)
+        if any(not p["metadata"].get("deletionTimestamp") for p in pods):
+            raw.call(core.delete_collection_namespaced_pod, name, grace_period_seconds=1)
+        if any(not c["metadata"].get("deletionTimestamp") for c in claims):
+            raw.call(resource.delete_collection_namespaced_resource_claim, name)
+        return not pods and not claims
+
+    cluster.wait(cleared, f"{name}'s pods and claims to go (claims stuck Terminating?)", name, 60)
+    assert cluster.ours_left() == []
+
+
+def namespaces_gone(cluster: Cluster, timeout: float = 60.0) -> None:
+    """Wait until every namespace :func:`fresh_namespace` made is gone; name any that stays."""
     core = client.CoreV1Api(cluster.api)
 
-    def gone() -> bool:
-        names = [n["metadata"]["name"] for n in raw.call(core.list_namespace)["items"]]
-        return name not in names
+    def left() -> list[Object]:
+        items: list[Object] = raw.call(core.list_namespace).get("items") or []
+        return [n for n in items if n["metadata"]["name"] in cluster.namespaces]
 
-    wait_for(gone, f"namespace {name} to be deleted (claims stuck Terminating?)", 60)
-    assert cluster.ours_left() == []
+    try:
+        wait_for(lambda: not left(), "the tests' namespaces to be deleted", timeout)
+    except TimeoutError:
+        stuck = {
+            n["metadata"]["name"]: [
+                c.get("message")
+                for c in (n.get("status") or {}).get("conditions") or []
+                if c.get("status") == "True"
+            ]
+            for n in left()
+        }
+        raise AssertionError(f"namespaces stuck Terminating: {stuck}") from None
