@@ -21,6 +21,9 @@ with 64 and with 1,000 claims on the node.
 
     python hack/bench/prepare.py            # the full run (about two minutes)
     python hack/bench/prepare.py --under /dev/shm   # the same on tmpfs: no disk in the figures
+
+The CDI specs of the in-process phases go to ``--cdi-under`` (``/dev/shm`` where it exists): on
+a node ``/var/run/cdi`` is on ``/run``, a tmpfs, and only the plugin's directory is on disk.
     python hack/bench/prepare.py --smoke    # tiny, for the test suite
 
 The last line of output is one JSON object with every figure (see hack/bench/benchlib.py).
@@ -66,6 +69,7 @@ from dra_driver.nvml.inventory import Card, dump_inventory, parse_inventory
 NAMES: Final = DriverNames.for_driver(DEFAULT_DRIVER_NAME)
 NODE: Final = "bench-1"
 CARDS: Final = 8
+_TMPFS: Final = "/dev/shm"  # noqa: S108 - a parent for mkdtemp, which makes it private
 TARGETS: Final = {
     "prepare_1_p99_ms": 5.0,
     "prepare_32_p99_ms": 50.0,
@@ -227,9 +231,9 @@ class Bench(_Caller):
 
 
 def _memory_preparer(
-    root: Path, objects: dict[str, Object], cards: Sequence[Card]
+    root: Path, cdi_root: Path, objects: dict[str, Object], cards: Sequence[Card]
 ) -> ClaimPreparer:
-    """Return a started claim state under ``root`` that reads claims from ``objects``.
+    """Return a started claim state under ``root`` (specs in ``cdi_root``) reading ``objects``.
 
     A claim is taken out of ``objects`` when it is read, as an API read hands the plugin an
     object of its own: the benchmark keeps no claims alive in the heap the plugin's garbage
@@ -240,7 +244,7 @@ def _memory_preparer(
         NODE,
         NodePaths(
             plugin_dir=root / "plugin",
-            cdi_root=root / "cdi",
+            cdi_root=cdi_root,
             driver_root=Path("/"),
             hami_core_library=root / "libvgpu.so",
             mps_pipe_directory=root / "mps",
@@ -257,10 +261,10 @@ def _memory_preparer(
 class AloneBench(_Caller):
     """The plugin's gRPC server and claim state in this process; claims are read from memory."""
 
-    def __init__(self, work_dir: Path) -> None:
+    def __init__(self, work_dir: Path, cdi_dir: Path) -> None:
         self._objects: dict[str, Object] = {}
         cards = parse_inventory(_INVENTORY).nodes[0].cards
-        preparer = _memory_preparer(work_dir / "alone", self._objects, cards)
+        preparer = _memory_preparer(work_dir / "alone", cdi_dir / "alone", self._objects, cards)
         registry, socket = socket_paths(
             work_dir / "alone" / "registry", work_dir / "alone" / "plugin", NAMES.driver, ""
         )
@@ -292,12 +296,14 @@ class StateBench:
     What a prepare costs the node itself, apart from the transport and the claim's read.
     """
 
-    def __init__(self, work_dir: Path) -> None:
+    def __init__(self, work_dir: Path, cdi_dir: Path) -> None:
         self._objects: dict[str, Object] = {}
         self._made = 0
         self.errors: list[str] = []
         cards = parse_inventory(_INVENTORY).nodes[0].cards
-        self.preparer = _memory_preparer(work_dir / "state", self._objects, cards)
+        self.preparer = _memory_preparer(
+            work_dir / "state", cdi_dir / "state", self._objects, cards
+        )
 
     def claims(self, count: int) -> list[ClaimRef]:
         """Make ``count`` fresh allocated claims, read from memory."""
@@ -378,9 +384,11 @@ def _megabytes(value: int) -> float:
     return round(value / 2**20, 1)
 
 
-def claim_state(work_dir: Path, *, rounds: int, resident: int, background: int) -> dict[str, Any]:
+def claim_state(
+    work_dir: Path, cdi_dir: Path, *, rounds: int, resident: int, background: int
+) -> dict[str, Any]:
     """Time the claim state alone with ``background``, then ``resident``, claims on the node."""
-    state = StateBench(work_dir)
+    state = StateBench(work_dir, cdi_dir)
     held = _hold(state, background)
     latency = _latencies(state, rounds, f"claim state alone, {background} on the node")
     _release(state, held)
@@ -392,11 +400,13 @@ def claim_state(work_dir: Path, *, rounds: int, resident: int, background: int) 
         "latency": latency,
         "latency_with_resident": loaded,
         "errors": state.errors,
-        "cdi_specs_left": len(list((work_dir / "state" / "cdi").glob("*.json"))),
+        "cdi_specs_left": len(list((cdi_dir / "state").glob("*.json"))),
     }
 
 
-def run(work_dir: Path, *, rounds: int, resident: int, background: int) -> dict[str, Any]:
+def run(
+    work_dir: Path, cdi_dir: Path, *, rounds: int, resident: int, background: int
+) -> dict[str, Any]:
     """Measure every figure.
 
     ``rounds`` calls per batch size with ``background`` claims prepared on the node, then a
@@ -420,15 +430,15 @@ def run(work_dir: Path, *, rounds: int, resident: int, background: int) -> dict[
         status = bench.close()
     # Rendered as in a cluster (JSON), but not onto this terminal: the plugin logs per claim.
     configure_logging(level="info", fmt=LogFormat.JSON, stream=_Discard())
-    alone = AloneBench(work_dir)
+    alone = AloneBench(work_dir, cdi_dir)
     try:
         held = _hold(alone, background)
         latency_alone = _latencies(alone, rounds, f"plugin alone, {background} on the node")
         _release(alone, held)
-        specs_left += len(list((work_dir / "alone" / "cdi").glob("*.json")))
+        specs_left += len(list((cdi_dir / "alone").glob("*.json")))
     finally:
         alone.close()
-    state = claim_state(work_dir, rounds=rounds, resident=resident, background=background)
+    state = claim_state(work_dir, cdi_dir, rounds=rounds, resident=resident, background=background)
     errors = bench.errors + alone.errors + state["errors"]
     specs_left += state["cdi_specs_left"]
     latency_state, latency_state_loaded = state["latency"], state["latency_with_resident"]
@@ -498,21 +508,31 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="where the node's directories go: its filesystem's fsync is most of a call's cost "
         "(short: unix socket paths must stay under 108 bytes)",
     )
+    parser.add_argument(
+        "--cdi-under",
+        default=_TMPFS if Path(_TMPFS).is_dir() else None,
+        help="where the CDI specs go (plugin alone, claim state): on a node /var/run/cdi is on "
+        "/run, a tmpfs, hence /dev/shm where it exists; give --under's directory to put them "
+        "on the disk as well",
+    )
     args = parser.parse_args(argv)
     if args.smoke:
         args.rounds, args.claims, args.background = 4, 64, 8
     work_dir = Path(tempfile.mkdtemp(prefix="gpb-", dir=args.under))
+    cdi_dir = Path(tempfile.mkdtemp(prefix="gpb-cdi-", dir=args.cdi_under or args.under))
     try:
         sizes = {"rounds": args.rounds, "resident": args.claims, "background": args.background}
         if args.claim_state_only:
             configure_logging(level="info", fmt=LogFormat.JSON, stream=_Discard())
             if args.no_gc:
                 gc.disable()
-            emit({"benchmark": "prepare", "machine": machine(), **claim_state(work_dir, **sizes)})
+            figures = claim_state(work_dir, cdi_dir, **sizes)
+            emit({"benchmark": "prepare", "machine": machine(), **figures})
         else:
-            emit(run(work_dir, **sizes))
+            emit(run(work_dir, cdi_dir, **sizes))
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
+        shutil.rmtree(cdi_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
