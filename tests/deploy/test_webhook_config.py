@@ -251,8 +251,7 @@ def test_the_capacity_webhook_sees_claims_before_the_api_server_drops_fields(hel
     assert rule["resources"] == ["resourceclaims", "resourceclaimtemplates"]
     assert (rule["apiGroups"], rule["operations"]) == (["resource.k8s.io"], ["CREATE"])
     assert hook["clientConfig"]["service"]["path"] == "/mutate"
-    assert hook["reinvocationPolicy"] == "Never"  # it never changes the object
-    assert "matchConditions" not in hook
+    assert hook["reinvocationPolicy"] == "Never"  # nothing another webhook adds needs it again
 
 
 def test_webhook_policy_values_reach_both_configurations(helm: Path) -> None:
@@ -347,9 +346,87 @@ def test_pod_match_condition_sends_exactly_the_pods_with_claims(
     assert acted <= sent
 
 
-def test_claim_webhook_has_no_match_condition(rendered: Callable[[str], Rendered]) -> None:
-    """Claims go to the validating webhook whatever their class names (values.yaml says why)."""
-    assert "matchConditions" not in webhook(rendered("defaults"), "ValidatingWebhookConfiguration")
+def claim_conditions(r: Rendered) -> list[str]:
+    """Return the claim webhooks' match conditions (validating, then capacity)."""
+    expressions = []
+    for hook in (
+        webhook(r, "ValidatingWebhookConfiguration"),
+        webhook(r, "MutatingWebhookConfiguration", "capacity."),
+    ):
+        (condition,) = hook["matchConditions"]
+        assert condition["name"] == "not-generated-for-a-pod"
+        expressions.append(str(condition["expression"]))
+    return expressions
+
+
+def generated(
+    spec: dict[str, Any], *, controller: bool = True, kind: str = "Pod"
+) -> dict[str, Any]:
+    """Return the claim kube-controller-manager makes from a template of ``spec`` for a pod."""
+    obj = kit.claim(spec, "p-gpu")
+    reference = {
+        "apiVersion": "v1",
+        "kind": kind,
+        "name": "p",
+        "uid": "u",
+        "controller": controller,
+    }
+    obj["metadata"]["ownerReferences"] = [reference]
+    return obj
+
+
+def test_claim_webhooks_skip_exactly_the_claims_generated_for_pods(
+    rendered: Callable[[str], Rendered],
+) -> None:
+    """Templates and pre-made claims are sent; a pod's generated claim is not (both hooks)."""
+    spec = kit.claim_spec(kit.request(capacity={"cores": "30"}))
+    cases = {
+        "template": (kit.template(spec), True),
+        "pre-made claim": (kit.claim(spec), True),
+        "claim owned by a pod, not as its controller": (generated(spec, controller=False), True),
+        "claim controlled by something else": (generated(spec, kind="ReplicaSet"), True),
+        "claim generated for a pod": (generated(spec), False),
+    }
+    for expression in claim_conditions(rendered("custom-driver-name")):
+        for name, (obj, sent) in cases.items():
+            assert cel.evaluate(expression, {"object": obj}) is sent, name
+
+
+SPECS = {
+    "share": kit.claim_spec(kit.request(capacity={"cores": "30", "memory": "5Gi"})),
+    "too many cores": kit.claim_spec(kit.request(capacity={"cores": "150"})),
+    "above the largest card": kit.claim_spec(kit.request(capacity={"memory": "100Gi"})),
+    "unknown isolation": kit.claim_spec(kit.request(), configs=[kit.config(isolation="fast")]),
+    "whole card": kit.claim_spec(kit.request()),
+    "two shares": kit.claim_spec(kit.request("a"), kit.request("b", count=2)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SPECS))
+def test_a_claim_generated_from_an_admitted_template_would_be_admitted_too(case: str) -> None:
+    """Skipping generated claims loses nothing: whatever template passes, its claims pass too."""
+    admission = Admission(kit.NAMES, kit.FakeCluster())
+    template = kit.review(kit.template(SPECS[case]))
+    template_passes = all(
+        kit.response(outcome.body)["allowed"]
+        for outcome in (admission.validate(template), admission.mutate(template))
+    )
+    claim = kit.review(generated(SPECS[case]))
+    claim_passes = all(
+        kit.response(outcome.body)["allowed"]
+        for outcome in (admission.validate(claim), admission.mutate(claim))
+    )
+    assert claim_passes or not template_passes
+
+
+def test_the_specs_include_templates_the_webhook_refuses() -> None:
+    """The table above is not vacuous: some of its templates are refused, some admitted."""
+    admission = Admission(kit.NAMES, kit.FakeCluster())
+    answers = {
+        case: kit.response(admission.validate(kit.review(kit.template(spec))).body)["allowed"]
+        for case, spec in SPECS.items()
+    }
+    assert set(answers.values()) == {True, False}
 
 
 # -- a certificate of the operator's own (webhook.tls) -----------------------------------------

@@ -64,22 +64,22 @@ def applied(cluster: Cluster, namespace: str, text: str) -> Object:
     return created
 
 
-def pod_reviews(cluster: Cluster) -> float:
-    """Return how many pod reviews the webhook has answered."""
+def reviews(cluster: Cluster, kind: str = "Pod") -> float:
+    """Return how many reviews of ``kind`` the webhook has answered."""
     status, text = cluster.driver.webhook_get("/metrics")
     assert status == 200
     return sum(
         sample.value
         for family in text_string_to_metric_families(text)
         for sample in family.samples
-        if sample.name == "gpushare_webhook_requests_total" and sample.labels["kind"] == "Pod"
+        if sample.name == "gpushare_webhook_requests_total" and sample.labels["kind"] == kind
     )
 
 
-def test_a_one_share_pod_is_gated_by_the_policy_without_a_review_and_runs(
+def test_a_one_share_pod_and_its_claim_need_no_review_and_it_runs(
     cluster: Cluster, namespace: str
 ) -> None:
-    """Template marked at creation; its pod gated and annotated in kube-apiserver; it runs."""
+    """Template marked at creation; pod gated in kube-apiserver; no review of pod or claim."""
     cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=TEMPLATES)
     labels = {
         name: cluster.json("resourceclaimtemplate", name, "-n", namespace)["metadata"].get(
@@ -90,29 +90,30 @@ def test_a_one_share_pod_is_gated_by_the_policy_without_a_review_and_runs(
     assert labels["share"] == {NAMES.policy_gate: "true"}
     assert NAMES.policy_gate not in labels["pair"]  # two requests: the webhook must see pods
 
-    reviews = pod_reviews(cluster)
+    pods, claims = reviews(cluster), reviews(cluster, "ResourceClaim")
     created = applied(cluster, namespace, pod("one", "share", "c"))
     assert created["metadata"]["annotations"][NAMES.policy_gate] == "true"
     assert {"name": NAMES.scheduling_gate} in created["spec"]["schedulingGates"]
-    assert pod_reviews(cluster) == reviews  # the webhook never saw it
     running = cluster.wait(lambda: cluster.running(namespace, "one"), "one to run", namespace)
     assert cluster.env(running, "c")["CUDA_DEVICE_SM_LIMIT_0"] == "20"
+    # Neither the pod nor the claim generated for it went to the webhook.
+    assert (reviews(cluster), reviews(cluster, "ResourceClaim")) == (pods, claims)
 
 
 def test_pods_the_policy_does_not_gate_are_still_reviewed(cluster: Cluster, namespace: str) -> None:
     """Two containers on one share, or two requests: the webhook refuses, as without the policy."""
     cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=TEMPLATES)
-    reviews = pod_reviews(cluster)
+    before = reviews(cluster)
     for name, template, containers in (("two", "share", ("a", "b")), ("both", "pair", ("a",))):
         text = pod(name, template, *containers)
         refused = cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=text, check=False)
         assert refused.returncode != 0, name
         assert "denied the request" in refused.stderr, refused.stderr
-    assert pod_reviews(cluster) == reviews + 2
+    assert reviews(cluster) == before + 2
     # A pod of the two-request template whose container names one request: reviewed, gated.
     one_request = "claims: [{name: gpu, request: a}]"
     text = pod("named", "pair", "a").replace("claims: [{name: gpu}]", one_request)
     created = applied(cluster, namespace, text)
     assert NAMES.policy_gate not in (created["metadata"].get("annotations") or {})
     assert {"name": NAMES.scheduling_gate} in created["spec"]["schedulingGates"]
-    assert pod_reviews(cluster) == reviews + 3
+    assert reviews(cluster) == before + 3

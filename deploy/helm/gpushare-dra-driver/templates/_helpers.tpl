@@ -152,6 +152,14 @@ has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0
 {{- end }}
 {{- end }}
 
+{{/*
+Claims kube-controller-manager generates for a pod from a template are not sent: the template
+was checked when it was created (docs/webhook.md). Templates and pre-made claims are sent.
+*/}}
+{{- define "gpushare.webhook.claimMatchCondition" -}}
+!has(object.metadata.ownerReferences) || !object.metadata.ownerReferences.exists(r, r.kind == "Pod" && has(r.controller) && r.controller)
+{{- end }}
+
 {{/* The pod scheduling gate (DriverNames.scheduling_gate). */}}
 {{- define "gpushare.gate.name" -}}{{ .Values.driverName }}/allocation{{- end }}
 
