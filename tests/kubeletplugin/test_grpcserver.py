@@ -428,7 +428,13 @@ def _prepare_then_stop_while_streaming(served: Served) -> None:
         )
         next(stream)
         served.server.stop(grace=2)
-        assert list(stream) == []  # the stream ends rather than running into its timeout
+        try:
+            assert list(stream) == []  # the stream ends rather than running into its timeout
+        except grpc.RpcError as exc:
+            # The server's connection can close before the client reads the trailers (the
+            # client then fails its next write: "Stream removed"): an end all the same, which
+            # the kubelet answers by reconnecting; the timeout would be DEADLINE_EXCEEDED.
+            assert exc.code() is grpc.StatusCode.UNAVAILABLE, exc  # noqa: PT017
 
 
 def test_stop_ends_streams_and_removes_both_sockets(served: Served) -> None:
