@@ -74,6 +74,15 @@ def test_notes_show_how_to_try_a_first_claim(helm: Path) -> None:
         assert f"{label}=true" in text
 
 
+def test_notes_say_who_adds_the_gate(helm: Path) -> None:
+    """With gate.mode=policy NOTES name the admission policy and its annotation; else not."""
+    policy = notes(helm, {"gate": {"mode": "policy"}})
+    assert "MutatingAdmissionPolicy gpushare-gate" in policy
+    assert "gpushare.dra.dev/policy-gate" in policy
+    webhook = notes(helm, {"gate": {"mode": "webhook"}})
+    assert "MutatingAdmissionPolicy" not in webhook
+
+
 def test_the_heredoc_starts_and_ends_at_column_zero(helm: Path) -> None:
     """The terminator is a line that is exactly `YAML`, and `---` is a document marker."""
     lines = snippet(notes(helm)).splitlines()
