@@ -189,6 +189,7 @@ def run_mode(
             tracker.wait("bound", wave.pods, timeout)
             # After binding: every pod's whole path, its ungating included.
             by_agent_verb = dict(cluster.server.requests_by_agent_verb)
+            bound_by_agent = dict(cluster.server.requests_by_agent)
             rss = controller.rss_bytes() if controller else 0
             critical = _critical_path(list(log), tracker, [p.name for p in wave.pods])
             reviews: dict[str, float] = {}
@@ -204,7 +205,9 @@ def run_mode(
     allocated = tracker.count("allocated", wave.pods)
     seconds = tracker.span("allocated", wave.pods)
     total = sum(by_agent.values())
-    driver = total - by_agent.get(HARNESS_USER_AGENT, 0)
+    # The driver's requests once every pod is bound: a gate may come off after the last
+    # allocation is seen, and is the driver's request all the same.
+    driver = sum(bound_by_agent.values()) - bound_by_agent.get(HARNESS_USER_AGENT, 0)
     return {
         "pods": pods,
         "allocated": allocated,
