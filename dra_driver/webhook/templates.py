@@ -36,14 +36,15 @@ def policy_gate_patch(
     """Return the JSON Patch that sets or removes the policy-gate label of ``template``."""
     key = names.policy_gate
     labels = objects.metadata(template).get("labels")
-    has_labels = isinstance(labels, dict)
-    current = labels.get(key) if isinstance(labels, dict) else None
+    if not isinstance(labels, dict):
+        labels = None
+    current = labels.get(key) if labels is not None else None
     claim_spec = objects.spec(objects.spec(template))
     requests = (claim_spec.get("devices") or {}).get("requests") or []
     qualifies = len(requests) == 1 and bool(driver_requests(claim_spec, classes, names.driver))
     path = f"/metadata/labels/{_pointer_token(key)}"
     if qualifies and current != LABEL_VALUE:
-        if not has_labels:
+        if labels is None:
             return [{"op": "add", "path": "/metadata/labels", "value": {key: LABEL_VALUE}}]
         return [{"op": "add", "path": path, "value": LABEL_VALUE}]
     if not qualifies and current is not None:
