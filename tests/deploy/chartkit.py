@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -196,11 +196,33 @@ class Rendered:
         return sorted(o["metadata"]["name"] for o in self.of_kind(kind))
 
 
-def render(helm: Path, values: Mapping[str, Any] | None = None, release: str = RELEASE) -> Rendered:
-    """Render the chart offline as `helm install <release> -n gpushare` would."""
+def render(
+    helm: Path,
+    values: Mapping[str, Any] | None = None,
+    release: str = RELEASE,
+    api_versions: Sequence[str] = (),
+) -> Rendered:
+    """Render the chart offline as `helm install <release> -n gpushare` would.
+
+    ``api_versions``: what the cluster serves beyond helm's defaults (``.Capabilities``).
+    """
+    flags = [f"--api-versions={version}" for version in api_versions]
     return Rendered.parse(
-        run_helm(helm, "template", release, str(CHART), "--namespace", NAMESPACE, values=values)
+        run_helm(
+            helm, "template", release, str(CHART), "--namespace", NAMESPACE, *flags, values=values
+        )
     )
+
+
+def webhook(r: Rendered, kind: str, prefix: str = "") -> dict[str, Any]:
+    """Return the configuration's webhook whose name starts with ``prefix``.
+
+    The default is the one webhook of the validating configuration and the pod gate of the
+    mutating one (which also holds ``capacity.<driver>``).
+    """
+    prefix = prefix or ("gate." if kind == "MutatingWebhookConfiguration" else "validate.")
+    (hook,) = [h for h in r.one(kind)["webhooks"] if h["name"].startswith(prefix)]
+    return dict(hook)
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,15 +9,12 @@ import cel
 import kubernetes_validate
 import pytest
 from deploy.chartkit import (
-    CHART,
-    NAMESPACE,
-    RELEASE,
     Rendered,
     containers,
     env_of,
     render,
-    run_helm,
     validate,
+    webhook,
 )
 from webhook import kit
 
@@ -30,12 +27,7 @@ POLICY_KINDS = ("MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")
 
 def rendered_with(helm: Path, *api_versions: str, **gate: Any) -> Rendered:
     """Render the chart as a cluster serving ``api_versions`` would get it, with ``gate`` values."""
-    flags = [f"--api-versions={version}" for version in api_versions]
-    values = {"gate": gate} if gate else None
-    text = run_helm(
-        helm, "template", RELEASE, str(CHART), "--namespace", NAMESPACE, *flags, values=values
-    )
-    return Rendered.parse(text)
+    return render(helm, {"gate": gate} if gate else None, api_versions=api_versions)
 
 
 def policy_env(r: Rendered) -> str:
@@ -46,8 +38,7 @@ def policy_env(r: Rendered) -> str:
 
 def pod_condition(r: Rendered) -> str:
     """Return the mutating webhook's pod match condition."""
-    (hook,) = [h for h in r.one("MutatingWebhookConfiguration")["webhooks"] if "gate." in h["name"]]
-    (condition,) = hook["matchConditions"]
+    (condition,) = webhook(r, "MutatingWebhookConfiguration")["matchConditions"]
     return str(condition["expression"])
 
 
@@ -81,11 +72,7 @@ def test_no_policy_without_the_gate(helm: Path) -> None:
 def test_policy_names_follow_the_driver_name(helm: Path) -> None:
     """The gate, label and annotation in the policy are the ones the driver derives."""
     names = DriverNames.for_driver("gpu.example.com")
-    text = run_helm(
-        helm, "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
-        "--set", "driverName=gpu.example.com", "--set", "gate.mode=policy",
-    )  # fmt: skip
-    r = Rendered.parse(text)
+    r = render(helm, {"driverName": "gpu.example.com", "gate": {"mode": "policy"}})
     policy = r.one("MutatingAdmissionPolicy")
     binding = r.one("MutatingAdmissionPolicyBinding")
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]
@@ -101,7 +88,7 @@ def test_policy_names_follow_the_driver_name(helm: Path) -> None:
         "kind": "ResourceClaimTemplate",
     }
     # The same namespaces and opt-out label as the webhook's.
-    (hook,) = [h for h in r.one("MutatingWebhookConfiguration")["webhooks"] if "gate." in h["name"]]
+    hook = webhook(r, "MutatingWebhookConfiguration")
     assert binding["spec"]["matchResources"]["namespaceSelector"] == hook["namespaceSelector"]
     assert binding["spec"]["matchResources"]["objectSelector"] == hook["objectSelector"]
 

@@ -24,6 +24,7 @@ from deploy.chartkit import (
     env_of,
     render,
     validate,
+    webhook,
 )
 from webhook import kit
 
@@ -31,17 +32,6 @@ from dra_driver.webhook.admission import Admission
 
 SERVICE = "gpushare-webhook"
 DNS_NAMES = [f"{SERVICE}.{NAMESPACE}.svc", f"{SERVICE}.{NAMESPACE}.svc.cluster.local"]
-
-
-def webhook(r: Rendered, kind: str, prefix: str = "") -> dict[str, Any]:
-    """Return the configuration's webhook whose name starts with ``prefix``.
-
-    The default is the one webhook of the validating configuration and the pod gate of the
-    mutating one (which also holds ``capacity.<driver>``).
-    """
-    prefix = prefix or ("gate." if kind == "MutatingWebhookConfiguration" else "validate.")
-    (hook,) = [h for h in r.one(kind)["webhooks"] if h["name"].startswith(prefix)]
-    return dict(hook)
 
 
 @pytest.mark.parametrize(
