@@ -216,8 +216,8 @@ class StagedFile:
     """A file's new content written to a hidden temporary file beside it, not yet in place.
 
     :meth:`commit` fsyncs it (unless told not to) and renames it over the path; :meth:`discard`
-    removes it if it was never committed. Staging a batch first and committing after lets the
-    disk write every file at once, rather than waiting for each fsync in turn.
+    removes it if it was never committed. :attr:`inode` is the file's inode number, which it
+    keeps once renamed into place: a reader can tell its content from an older one by it.
     """
 
     def __init__(self, path: Path, data: bytes, mode: int) -> None:
@@ -227,6 +227,7 @@ class StagedFile:
         self._fd: int | None = fd
         self._temporary = name
         try:
+            self.inode = os.fstat(fd).st_ino
             os.fchmod(fd, mode)
             view = memoryview(data)
             while view:
@@ -234,12 +235,6 @@ class StagedFile:
         except BaseException:
             self.discard()
             raise
-
-    def start_writeback(self) -> None:
-        """Ask the kernel to start writing the content out now, without waiting for it."""
-        if self._fd is not None:
-            # On Linux this starts writeback of the dirty pages; the later fsync waits for it.
-            os.posix_fadvise(self._fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
     def commit(self, *, sync_file: bool = True) -> None:
         """Fsync the content (if ``sync_file``) and rename it over the path."""

@@ -1,9 +1,10 @@
 """Prepared claims on this node: checkpointed, idempotent, and safe to crash in.
 
-Order of a prepare: per-claim host directory -> CDI spec (atomic) -> the claim's checkpoint
-entry (durable) -> answer. Unprepare removes in the reverse order. A crash before the entry
-leaves a spec and a directory that no entry names: start-up reconciliation removes them (the
-kubelet, never answered, asks again). A completed claim whose spec vanished or was cut short
+Order of a prepare: per-claim host directory -> CDI spec (atomic) -> the call's checkpoint
+file (durable) -> answer. Unprepare removes in the reverse order. A crash before the
+checkpoint leaves specs and directories that no entry names: start-up reconciliation removes
+them (the kubelet, never answered, asks again), unless a damaged checkpoint file may have
+named them. A completed claim whose spec vanished or was cut short
 (the spec is not fsynced: its entry holds it) gets it rewritten, byte for byte: the kubelet
 will not ask again for a claim it thinks prepared.
 """
@@ -171,27 +172,35 @@ class ClaimPreparer:
             if _content(spec_path) != expected:
                 log.warning("state.respec", claim_uid=uid, reason="CDI spec missing or damaged")
                 atomic_write_bytes(spec_path, expected, sync_file=False)
-        # Specs and directories of claims with no entry are from prepares cut short by a crash;
-        # those of claims whose entry was damaged stay with their running containers.
+        if damaged:
+            # A damaged file may have named any of them: they stay with their containers.
+            log.warning(
+                "state.orphans_kept",
+                damaged=sorted(damaged),
+                hint="specs and directories no entry names are kept while a damaged checkpoint "
+                "file (<uid>.json.corrupt-<time>) is in the checkpoint directory; delete it "
+                "once the pods of the claims it named are gone",
+            )
+            return
+        # Specs and directories of claims with no entry are from prepares cut short by a crash.
         prefix = f"{self._names.cdi_vendor}-{self._names.cdi_class}_"
         known = {entry.spec_file for entry in claims.values()}
-        known |= {spec_file_name(self._names, uid) for uid in damaged}
         for path in self._paths.cdi_root.glob(f"{prefix}*.json"):
             if path.name not in known:
                 log.warning("state.orphan_removed", spec=str(path))
                 path.unlink(missing_ok=True)
         for path in self._paths.hami_claims_dir.iterdir():
-            if path.name not in claims and path.name not in damaged:
+            if path.name not in claims:
                 log.warning("state.orphan_removed", directory=str(path))
                 shutil.rmtree(path, ignore_errors=True)
 
     def prepare(self, refs: Sequence[ClaimRef]) -> dict[str, Outcome]:
         """Prepare each claim; one claim's failure never affects another's answer.
 
-        The batch moves through the steps together: the CDI specs are written, then each
-        claim's entry, then the checkpoint directory is synced once. A batch costs the files of
-        its own claims, whatever else the node holds. Checkpoint data of a format this plugin
-        does not know fails every claim of the batch, and changes nothing.
+        The batch moves through the steps together: the CDI specs are written, then one
+        checkpoint file records every claim prepared, then the directory is synced. A batch
+        costs the files of its own claims, whatever else the node holds. Checkpoint data of a
+        format this plugin does not know fails every claim of the batch, and changes nothing.
         """
         try:
             with self._exclusive():
@@ -215,7 +224,8 @@ class ClaimPreparer:
     def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
         """Unprepare each claim; an unknown claim succeeds. Returns errors ("" for success).
 
-        Specs and host directories go first, then the batch's entries: a crash in between
+        Specs and host directories go first, then the batch's entries (the files holding them
+        rewritten or removed, the directory synced once): a crash in between
         leaves completed entries whose specs reconciliation restores, and the kubelet, never
         told of success, asks again.
         """

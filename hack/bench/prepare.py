@@ -9,14 +9,14 @@ plugin reads from the API server, checkpoints, and writes a CDI spec for, as in 
 Measured: NodePrepareResources and NodeUnprepareResources for 1 claim and batches of 8 and 32
 (p50/p99/max per call) with 64 claims already prepared on the node (a busy 8-card node; each
 timed batch is unprepared right after, so that number holds), then again with 1,000 prepared:
-the checkpoint keeps one file per claim, so a call should cost the same on both. And the
+the checkpoint keeps one file per call, so a call should cost the same on both. And the
 plugin's resident memory idle, with 1,000 claims prepared, and after unpreparing them all.
 
 The same calls are then measured on the plugin alone: its gRPC server and claim state built in
 this process, on its own real unix socket and directories, with the claims read from memory.
 The first figures include the claim reads served by the harness's API server (Python, in this
 process, on the same cores); the second are what the plugin itself costs. Last, the claim state
-alone (no gRPC, no API): the checkpoint entries, CDI specs and directories a prepare writes,
+alone (no gRPC, no API): the checkpoint file, CDI specs and directories a prepare writes,
 with 64 and with 1,000 claims on the node.
 
     python hack/bench/prepare.py            # the full run (about two minutes)

@@ -168,15 +168,21 @@ def test_specs_and_checkpoint_entries_must_name_the_same_claims() -> None:
 
 
 def test_node_files_reads_what_the_plugin_writes(tmp_path: Path) -> None:
-    """Spec files of this driver and the checkpoint's entries are read from disk."""
+    """Spec files of this driver and every entry of each checkpoint file are read from disk."""
     cdi, plugin = tmp_path / "cdi", tmp_path / "plugin"
     cdi.mkdir()
     plugin.mkdir()
     spec = spec_file_name(NAMES, UID_A)
     (cdi / spec).write_text("{}")
     (cdi / "other-vendor_x.json").write_text("{}")
-    entry = {"uid": UID_A, "state": "PrepareCompleted", "spec_file": spec}
+    spec_b = spec_file_name(NAMES, UID_B)
+    batch = [
+        {"uid": UID_A, "state": "PrepareCompleted", "spec_file": spec},
+        {"uid": UID_B, "state": "PrepareStarted", "spec_file": spec_b},
+    ]
     (checkpoint := plugin / "checkpoint").mkdir()
-    (checkpoint / f"{UID_A}.json").write_text(json.dumps({"claim": entry, "version": 2}))
+    (checkpoint / f"{UID_A}.json").write_text(json.dumps({"claims": batch, "version": 2}))
     files = invariants.node_files(cdi, plugin, NAMES)
-    assert files == NodeFiles(frozenset({spec}), {UID_A: ("PrepareCompleted", spec)})
+    assert files == NodeFiles(
+        frozenset({spec}), {UID_A: ("PrepareCompleted", spec), UID_B: ("PrepareStarted", spec_b)}
+    )

@@ -130,7 +130,7 @@ def test_leftovers_names_allocations_finalizers_specs_and_checkpoint_entries(
         (dirs.cdi / spec).write_text("{}")
         entry = {"uid": UID, "state": "PrepareCompleted", "spec_file": spec}
         (checkpoint := plugin_dir / "checkpoint").mkdir()
-        (checkpoint / f"{UID}.json").write_text(json.dumps({"claim": entry, "version": 2}))
+        (checkpoint / f"{UID}.json").write_text(json.dumps({"claims": [entry], "version": 2}))
         assert leftovers(cluster, NAMES) == [
             "claim default/c is still allocated",
             f"claim default/c still has the finalizer {NAMES.finalizer}",

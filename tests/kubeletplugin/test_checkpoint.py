@@ -1,4 +1,4 @@
-"""The kubelet plugin's checkpoint (format 2): one file per claim, migration, unknown formats."""
+"""The kubelet plugin's checkpoint (format 2): one file per call, migration, unknown formats."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from dra_driver.api import Backend, Isolation, Priority
-from dra_driver.kubeletplugin import checkpoint as checkpoint_module
+from dra_driver.kubeletplugin import checkpoint_codec
 from dra_driver.kubeletplugin.checkpoint import (
     Checkpoint,
     CorruptCheckpointError,
@@ -104,20 +104,36 @@ def test_put_and_remove_persist_and_reload_identically(tmp_path: Path) -> None:
     entry = reloaded(tmp_path)[UID_B]
     assert isinstance(entry.devices[1].request_names, tuple)
     assert (entry.devices[0].share_id, entry.devices[1].share_id) == (SHARE, None)
-    assert sorted(files(tmp_path)) == sorted([f"{UID_A}.json", f"{UID_B}.json"])
+    assert sorted(files(tmp_path)) == [f"{UID_A}.json"]  # the replaced claim took its place
 
 
-def test_an_entry_file_is_version_2_with_the_checksum_of_its_claim(tmp_path: Path) -> None:
-    """Each file holds version 2, the claim, and the SHA-256 of the claim's canonical JSON."""
-    Checkpoint(tmp_path).put(completed(UID_B))
-    data = (tmp_path / "checkpoint" / f"{UID_B}.json").read_bytes()
-    claim = completed(UID_B).to_json()
+def test_a_prepare_call_is_one_file_with_the_checksum_of_its_claims(tmp_path: Path) -> None:
+    """A put writes one version-2 file named after its first claim, signed over the list."""
+    Checkpoint(tmp_path).put(completed(UID_B), completed(UID_A))
+    assert list(files(tmp_path)) == [f"{UID_B}.json"]
+    data = files(tmp_path)[f"{UID_B}.json"]
+    claims = [completed(UID_B).to_json(), completed(UID_A).to_json()]
+    checksum = hashlib.sha256(canonical(claims).encode()).hexdigest()
+    expected = canonical({"checksum": checksum, "claims": claims, "version": 2}) + "\n"
+    assert data == expected.encode()
+
+
+def test_a_file_of_one_claim_from_an_earlier_build_is_read(tmp_path: Path) -> None:
+    """Early 0.2.0 builds wrote {"checksum", "claim", "version": 2} per claim: still read."""
+    claim = completed(UID_A).to_json()
     checksum = hashlib.sha256(canonical(claim).encode()).hexdigest()
-    assert data == (canonical({"checksum": checksum, "claim": claim, "version": 2}) + "\n").encode()
+    (tmp_path / "checkpoint").mkdir()
+    document = {"checksum": checksum, "claim": claim, "version": 2}
+    (tmp_path / "checkpoint" / f"{UID_A}.json").write_text(canonical(document) + "\n")
+    checkpoint = Checkpoint(tmp_path)
+    checkpoint.load()
+    assert checkpoint.claims == {UID_A: completed(UID_A)}
+    checkpoint.remove(UID_A)
+    assert files(tmp_path) == {}
 
 
 def test_files_are_private_to_the_plugin(tmp_path: Path) -> None:
-    """The directory is 0700 and every entry 0600: claims' env and paths are the node's own."""
+    """The directory is 0700 and every file 0600: claims' env and paths are the node's own."""
     Checkpoint(tmp_path).put(completed(UID_A))
     assert stat.S_IMODE((tmp_path / "checkpoint").stat().st_mode) == 0o700
     assert stat.S_IMODE((tmp_path / "checkpoint" / f"{UID_A}.json").stat().st_mode) == 0o600
@@ -128,35 +144,44 @@ def test_only_completed_prepares_are_recorded(tmp_path: Path) -> None:
     checkpoint = Checkpoint(tmp_path)
     with pytest.raises(ValueError, match="only completed prepares are recorded"):
         checkpoint.put(started(UID_A))
-    assert files(tmp_path) == {}
+    assert not (tmp_path / "checkpoint").exists() or files(tmp_path) == {}
     assert checkpoint.claims == {}
 
 
-def test_a_batch_cut_by_a_failed_fsync_records_exactly_what_reached_its_place(
+def test_a_batch_cut_by_a_failed_fsync_records_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Entries fsynced and renamed before a failure are kept; the rest leave no file behind."""
+    """A failed fsync leaves no file and no claim of the batch; a new put succeeds afresh."""
     checkpoint = Checkpoint(tmp_path)
-    checkpoint.load()
-    real_fsync = os.fsync
-    calls = {"n": 0}
+    checkpoint.put(completed(UID_C))
 
-    def failing_second(fd: int) -> None:
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise OSError(5, "Input/output error")
-        real_fsync(fd)
+    def failing(fd: int) -> None:
+        raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(os, "fsync", failing_second)
+    monkeypatch.setattr(os, "fsync", failing)
     with pytest.raises(OSError, match="Input/output error"):
-        checkpoint.put(completed(UID_A), completed(UID_B), completed(UID_C))
+        checkpoint.put(completed(UID_A), completed(UID_B))
     monkeypatch.undo()
-    assert checkpoint.claims == {UID_A: completed(UID_A)}
-    assert sorted(files(tmp_path)) == [f"{UID_A}.json"]  # no temporaries, no partial entries
+    assert checkpoint.claims == {UID_C: completed(UID_C)}
+    assert sorted(files(tmp_path)) == [f"{UID_C}.json"]  # no temporaries, no partial file
     assert reloaded(tmp_path) == checkpoint.claims
+    checkpoint.put(completed(UID_A), completed(UID_B))
+    assert (
+        reloaded(tmp_path)
+        == checkpoint.claims
+        == {uid: completed(uid) for uid in (UID_A, UID_B, UID_C)}
+    )
 
 
-@settings(max_examples=60, deadline=None)
+def recorded(plugin_dir: Path) -> dict[str, list[str]]:
+    """Return each file's claims in order, as written."""
+    return {
+        name: [claim["uid"] for claim in json.loads(data)["claims"]]
+        for name, data in files(plugin_dir).items()
+    }
+
+
+@settings(max_examples=80, deadline=None)
 @given(
     steps=st.lists(
         st.tuples(
@@ -168,7 +193,7 @@ def test_a_batch_cut_by_a_failed_fsync_records_exactly_what_reached_its_place(
 def test_the_directory_always_holds_exactly_the_claims_in_memory(
     tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[bool, list[str]]]
 ) -> None:
-    """After any puts and removes there is one file per claim kept, and a reload equals memory."""
+    """After any puts and removes each claim is in one file named after its first claim."""
     plugin_dir = tmp_path_factory.mktemp("plugin")
     checkpoint = Checkpoint(plugin_dir)
     checkpoint.load()
@@ -177,8 +202,38 @@ def test_the_directory_always_holds_exactly_the_claims_in_memory(
             checkpoint.put(*(completed(uid, f"n{len(checkpoint.claims)}") for uid in uids))
         else:
             checkpoint.remove(*uids)
-        assert sorted(files(plugin_dir)) == sorted(f"{uid}.json" for uid in checkpoint.claims)
+        on_disk = recorded(plugin_dir)
+        assert all(name == f"{uids[0]}.json" for name, uids in on_disk.items())
+        assert sorted(uid for uids in on_disk.values() for uid in uids) == sorted(checkpoint.claims)
         assert reloaded(plugin_dir) == checkpoint.claims
+
+
+def test_unprepare_takes_claims_out_of_the_file_of_their_call(tmp_path: Path) -> None:
+    """The rest of a call's claims stay in one file, named after whichever is now first."""
+    checkpoint = Checkpoint(tmp_path)
+    checkpoint.put(completed(UID_A), completed(UID_B), completed(UID_C))
+    checkpoint.remove(UID_B)
+    assert recorded(tmp_path) == {f"{UID_A}.json": [UID_A, UID_C]}
+    checkpoint.remove(UID_A)
+    assert recorded(tmp_path) == {f"{UID_C}.json": [UID_C]}
+    assert reloaded(tmp_path) == checkpoint.claims == {UID_C: completed(UID_C)}
+    checkpoint.remove(UID_C)
+    assert files(tmp_path) == {}
+
+
+def test_a_claim_left_in_two_files_by_a_crash_reads_once_and_goes_from_both(
+    tmp_path: Path,
+) -> None:
+    """A replaced claim still in its older file (a crash between) is one claim to memory."""
+    Checkpoint(tmp_path).put(completed(UID_A), completed(UID_B))
+    older = files(tmp_path)[f"{UID_A}.json"]
+    Checkpoint(tmp_path).put(completed(UID_B, "again"))
+    (tmp_path / "checkpoint" / f"{UID_A}.json").write_bytes(older)  # as before the take-out
+    checkpoint = Checkpoint(tmp_path)
+    checkpoint.load()
+    assert set(checkpoint.claims) == {UID_A, UID_B}
+    checkpoint.remove(UID_B)
+    assert recorded(tmp_path) == {f"{UID_A}.json": [UID_A]}
 
 
 def test_load_reads_what_another_plugin_process_added_and_forgets_what_it_removed(
@@ -187,11 +242,15 @@ def test_load_reads_what_another_plugin_process_added_and_forgets_what_it_remove
     """A rolling update's other pod writes under the node lock: the next load catches up."""
     ours, theirs = Checkpoint(tmp_path), Checkpoint(tmp_path)
     ours.put(completed(UID_A), completed(UID_B))
+    ours.load()
     theirs.load()
     theirs.put(completed(UID_C))
+    theirs.remove(UID_B)  # the file of A and B rewritten in place, under the same name
+    ours.load()
+    assert ours.claims == {UID_A: completed(UID_A), UID_C: completed(UID_C)}
     theirs.remove(UID_A)
     ours.load()
-    assert ours.claims == {UID_B: completed(UID_B), UID_C: completed(UID_C)}
+    assert ours.claims == {UID_C: completed(UID_C)}
 
 
 def _one_byte(data: bytes) -> bytes:
@@ -208,8 +267,8 @@ def _resigned(edit: Callable[[dict[str, object]], object]) -> Callable[[bytes], 
     def tamper(data: bytes) -> bytes:
         document = json.loads(data)
         edit(document)
-        claim = document.get("claim")
-        document["checksum"] = hashlib.sha256(canonical(claim).encode()).hexdigest()
+        claims = document.get("claims")
+        document["checksum"] = hashlib.sha256(canonical(claims).encode()).hexdigest()
         return canonical(document).encode()
 
     return tamper
@@ -225,25 +284,29 @@ TAMPERINGS: list[object] = [
         _resigned(lambda d: d.update(version="2")), "no valid format version", id="version-string"
     ),
     pytest.param(_resigned(lambda d: d.update(version=0)), "no valid format", id="version-0"),
-    pytest.param(_resigned(lambda d: d.pop("claim")), "not a JSON object", id="no-claim"),
+    pytest.param(_resigned(lambda d: d.pop("claims")), "not a list of JSON", id="no-claims"),
+    pytest.param(_resigned(lambda d: d.update(claims=[])), "not a list of JSON", id="no-claim"),
     pytest.param(
-        _resigned(lambda d: d["claim"].update(state="PrepareHalfway")),  # type: ignore[attr-defined]
+        _resigned(lambda d: d.update(claims=d["claims"] * 2)), "recorded twice", id="twice"
+    ),
+    pytest.param(
+        _resigned(lambda d: d["claims"][0].update(state="PrepareHalfway")),  # type: ignore[attr-defined]
         "PrepareHalfway",
         id="unknown-state",
     ),
     pytest.param(
-        _resigned(lambda d: d["claim"].update(share={**SHARE_JSON, "priority": "urgent"})),  # type: ignore[attr-defined]
+        _resigned(lambda d: d["claims"][0].update(share={**SHARE_JSON, "priority": "urgent"})),  # type: ignore[attr-defined]
         "share.priority is 'urgent', not one of online, offline",
         id="unknown-priority",
     ),
     pytest.param(
-        _resigned(lambda d: d["claim"].update(share={**SHARE_JSON, "backend": "cuda"})),  # type: ignore[attr-defined]
+        _resigned(lambda d: d["claims"][0].update(share={**SHARE_JSON, "backend": "cuda"})),  # type: ignore[attr-defined]
         "share.backend is 'cuda', not one of hami-core, mps, none",
         id="unknown-backend",
     ),
     pytest.param(
-        _resigned(lambda d: d["claim"].update(uid=UID_C)),  # type: ignore[attr-defined]
-        f"holds claim {UID_C}",
+        _resigned(lambda d: d["claims"][0].update(uid=UID_C)),  # type: ignore[attr-defined]
+        f"holds claim {UID_C} first",
         id="another-claim-inside",
     ),
 ]
@@ -253,15 +316,16 @@ TAMPERINGS: list[object] = [
 def test_a_damaged_entry_is_moved_aside_and_the_others_kept(
     tmp_path: Path, tamper: Callable[[bytes], bytes], problem: str
 ) -> None:
-    """A damaged entry is renamed .corrupt-<time>, logged, its claim marked damaged; others stay."""
-    Checkpoint(tmp_path).put(completed(UID_A), completed(UID_B))
+    """A damaged file is renamed .corrupt-<time>, logged, its name kept as damaged; others stay."""
+    Checkpoint(tmp_path).put(completed(UID_A), completed(UID_C))
+    Checkpoint(tmp_path).put(completed(UID_B))
     path = tmp_path / "checkpoint" / f"{UID_A}.json"
     tampered = tamper(path.read_bytes())
     path.write_bytes(tampered)
     checkpoint = Checkpoint(tmp_path)
     with capture_logs() as logs:
         checkpoint.load()
-    assert checkpoint.claims == {UID_B: completed(UID_B)}
+    assert checkpoint.claims == {UID_B: completed(UID_B)}  # C, in A's file, is forgotten too
     assert checkpoint.damaged == {UID_A}
     (aside,) = (tmp_path / "checkpoint").glob(f"{UID_A}.json.corrupt-*")
     assert re.fullmatch(rf"{UID_A}\.json\.corrupt-{STAMP}", aside.name)
@@ -273,7 +337,7 @@ def test_a_damaged_entry_is_moved_aside_and_the_others_kept(
         str(aside),
     )
     assert problem in event["error"]
-    # A later start still knows the claim's entry was damaged (its files are left alone).
+    # A later start still knows a file was damaged (unrecorded files are left alone).
     again = Checkpoint(tmp_path)
     again.load()
     assert again.damaged == {UID_A}
@@ -294,18 +358,20 @@ def test_an_entry_that_is_a_symlink_is_set_aside_not_followed(tmp_path: Path) ->
 
 
 def test_an_entry_of_a_newer_format_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
-    """Format 3 raises UnknownCheckpointVersionError naming the claim; no file moves."""
+    """Format 3 raises UnknownCheckpointVersionError naming the file's claim; no file moves."""
     Checkpoint(tmp_path).put(completed(UID_B))
     newer = tmp_path / "checkpoint" / f"{UID_A}.json"
-    newer.write_bytes(b'{"checksum": "x", "claim": {}, "version": 3}\n')
+    newer.write_bytes(b'{"checksum": "x", "claims": [], "version": 3}\n')
     before = files(tmp_path)
     with pytest.raises(UnknownCheckpointVersionError, match=f"claim {UID_A} has format version 3"):
         Checkpoint(tmp_path).load()
     assert files(tmp_path) == before
 
 
-def test_a_format_1_checkpoint_is_migrated_to_one_file_per_completed_claim(tmp_path: Path) -> None:
-    """0.1.0's checkpoint.json becomes entry files (unfinished ones dropped) and is kept aside."""
+def test_a_format_1_checkpoint_is_migrated_to_one_file_of_its_completed_claims(
+    tmp_path: Path,
+) -> None:
+    """0.1.0's checkpoint.json becomes one file (unfinished claims dropped) and is kept aside."""
     legacy = format_1([completed(UID_A), started(UID_B), completed(UID_C, "third")])
     (tmp_path / "checkpoint.json").write_bytes(legacy)
     checkpoint = Checkpoint(tmp_path)
@@ -317,6 +383,7 @@ def test_a_format_1_checkpoint_is_migrated_to_one_file_per_completed_claim(tmp_p
     assert (tmp_path / "checkpoint.json.migrated").read_bytes() == legacy
     (event,) = [e for e in logs if e["event"] == "checkpoint.migrated"]
     assert (event["claims"], event["rolled_back"]) == (2, 1)
+    assert recorded(tmp_path) == {f"{UID_A}.json": [UID_A, UID_C]}
 
 
 def test_a_checkpoint_json_written_beside_format_2_is_merged_in(tmp_path: Path) -> None:
@@ -327,6 +394,17 @@ def test_a_checkpoint_json_written_beside_format_2_is_merged_in(tmp_path: Path) 
         assert reloaded(tmp_path) == {UID_A: completed(UID_A), UID_B: completed(UID_B)}
     assert sorted(files(tmp_path)) == sorted([f"{UID_A}.json", f"{UID_B}.json"])
     assert not (tmp_path / "checkpoint.json").exists()
+
+
+def test_a_migration_adds_to_a_file_of_the_same_name_without_losing_its_claims(
+    tmp_path: Path,
+) -> None:
+    """Migrated claims named like a file of several claims join it: none of its claims is lost."""
+    Checkpoint(tmp_path).put(completed(UID_A), completed(UID_B))
+    (tmp_path / "checkpoint.json").write_bytes(format_1([completed(UID_A, "legacy")]))
+    with capture_logs():
+        assert reloaded(tmp_path) == {UID_A: completed(UID_A, "legacy"), UID_B: completed(UID_B)}
+    assert recorded(tmp_path) == {f"{UID_A}.json": [UID_A, UID_B]}
 
 
 @pytest.mark.parametrize("version", [2, 7, "1"])
@@ -392,5 +470,5 @@ def test_an_entry_without_a_share_is_monitored_after_the_upgrade(
     def derived_again(spec: object) -> None:
         raise AssertionError("the share was derived a second time")
 
-    monkeypatch.setattr(checkpoint_module, "legacy_share", derived_again)
+    monkeypatch.setattr(checkpoint_codec, "legacy_share", derived_again)
     assert reloaded(tmp_path)[UID_A].share == claim.info

@@ -287,7 +287,8 @@ def test_killed_mid_prepare_leaves_one_consistent_claim(
         assert validate_spec(json.loads(specs[0].read_text())) == []
         entries = list((survivor.plugin_dir / "checkpoint").iterdir())
         assert [entry.name for entry in entries] == [f"{ref.uid}.json"]
-        assert json.loads(entries[0].read_text())["claim"]["state"] == "PrepareCompleted"
+        (recorded,) = json.loads(entries[0].read_text())["claims"]
+        assert recorded["state"] == "PrepareCompleted"
         leftovers = [p.name for p in survivor.cdi_root.iterdir() if not p.name.endswith(".json")]
         assert leftovers == []
     finally:

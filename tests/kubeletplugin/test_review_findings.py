@@ -14,8 +14,8 @@ from dra_driver.cdi import spec_file_name
 from dra_driver.cdi.spec import StagedFile
 from dra_driver.k8s.errors import NotFoundError
 from dra_driver.kubeletplugin import checkpoint as checkpoint_module
-from dra_driver.kubeletplugin.checkpoint import Checkpoint, ClaimEntry, ClaimState
-from dra_driver.kubeletplugin.entries import ClaimRef
+from dra_driver.kubeletplugin.checkpoint import Checkpoint
+from dra_driver.kubeletplugin.entries import ClaimEntry, ClaimRef, ClaimState
 from dra_driver.kubeletplugin.paths import NodePaths
 from dra_driver.kubeletplugin.state import ClaimPreparer
 from dra_driver.nvml.inventory import Card

@@ -464,6 +464,27 @@ def test_a_damaged_entry_is_set_aside_and_its_claim_left_alone(node: Node) -> No
     assert set(node.checkpoint()) == {ref.uid}
 
 
+def test_a_damaged_file_of_two_claims_keeps_every_unrecorded_file(node: Node) -> None:
+    """Both claims of a damaged call's file keep their specs and directories at every start."""
+    preparer = node.started()
+    refs = [node.claims.add(claim(new_uid(), f"c{i}")) for i in range(2)]
+    preparer.prepare(refs)
+    crashed = new_uid()  # a spec no file names: removed at start only when nothing is damaged
+    node.spec_path(crashed).write_text("{}")
+    entry = node.paths.plugin_dir / "checkpoint" / f"{refs[0].uid}.json"
+    entry.write_bytes(entry.read_bytes().replace(b'"c1"', b'"c9"'))
+    with capture_logs() as logs:
+        restarted = node.started()
+    assert restarted.prepared == {}
+    (kept,) = [e for e in logs if e["event"] == "state.orphans_kept"]
+    assert kept["damaged"] == [refs[0].uid]
+    for uid in (refs[0].uid, refs[1].uid, crashed):
+        assert node.spec_path(uid).exists()
+        assert node.paths.host_paths(uid).hami_cache_dir.is_dir() or uid == crashed
+    assert set(restarted.unprepare(refs).values()) == {""}
+    assert not node.spec_path(refs[1].uid).exists()
+
+
 def test_start_removes_orphan_specs_and_keeps_foreign_files(node: Node) -> None:
     """Our spec files without an entry are removed; other vendors' files and ours with one stay."""
     preparer = node.started()
@@ -531,10 +552,10 @@ def test_corrupt_checkpoint_at_start_is_moved_aside(node: Node, content: bytes) 
     assert set(node.checkpoint()) == {other.uid}
 
 
-def test_a_batch_writes_only_its_own_claims_entries_and_syncs_the_directory_once(
+def test_a_batch_writes_one_checkpoint_file_and_syncs_the_directory_once(
     node: Node, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With 40 claims on the node, 32 new claims cost 32 entry files and one directory sync."""
+    """With 40 claims on the node, 32 new claims cost one file and one directory sync."""
     preparer = node.started()
     preparer.prepare([node.claims.add(claim(new_uid(), f"old{i}")) for i in range(40)])
     refs = [node.claims.add(claim(new_uid(), f"c{i}")) for i in range(32)]
@@ -557,7 +578,7 @@ def test_a_batch_writes_only_its_own_claims_entries_and_syncs_the_directory_once
     answers = preparer.prepare(refs)
     assert all(outcome.error == "" for outcome in answers.values())
     directory = node.paths.plugin_dir / "checkpoint"
-    assert sorted(writes) == sorted(directory / f"{ref.uid}.json" for ref in refs)
+    assert writes == [directory / f"{refs[0].uid}.json"]
     assert syncs == [directory]
     assert {e.state for e in node.started().prepared.values()} == {ClaimState.PREPARE_COMPLETED}
     writes.clear()

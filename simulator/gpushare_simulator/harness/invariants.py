@@ -176,10 +176,12 @@ def node_files(cdi_root: Path, plugin_dir: Path, names: DriverNames) -> NodeFile
     if checkpoint.exists():
         for path in checkpoint.glob("*.json"):
             try:
-                entry = json.loads(path.read_text())["claim"]
+                document = json.loads(path.read_text())
             except FileNotFoundError:
                 continue  # unprepared between the listing and the read: not there any more
-            entries[entry["uid"]] = (entry["state"], entry["spec_file"])
+            # One file per prepare call; early 0.2.0 builds wrote one claim as "claim".
+            for entry in document["claims"] if "claims" in document else [document["claim"]]:
+                entries[entry["uid"]] = (entry["state"], entry["spec_file"])
     return NodeFiles(specs=specs, entries=entries)
 
 
