@@ -2,7 +2,7 @@
 
 A file is ``{"checksum", "claims": [entry, ...], "version": 2}``, the checksum being the
 SHA-256 of the list of claims as canonical JSON, and is named after its first claim's UID.
-Development builds of release 0.2.0 wrote one claim per file, ``{"checksum", "claim",
+Earlier development builds wrote format 2 as one claim per file, ``{"checksum", "claim",
 "version": 2}`` (the checksum that of the claim): such a file is read as a list of one.
 """
 

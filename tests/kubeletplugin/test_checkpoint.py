@@ -119,7 +119,7 @@ def test_a_prepare_call_is_one_file_with_the_checksum_of_its_claims(tmp_path: Pa
 
 
 def test_a_file_of_one_claim_from_an_earlier_build_is_read(tmp_path: Path) -> None:
-    """Early 0.2.0 builds wrote {"checksum", "claim", "version": 2} per claim: still read."""
+    """Early builds of format 2 wrote {"checksum", "claim", "version": 2} per claim: read."""
     claim = completed(UID_A).to_json()
     checksum = hashlib.sha256(canonical(claim).encode()).hexdigest()
     (tmp_path / "checkpoint").mkdir()

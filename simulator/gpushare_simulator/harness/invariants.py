@@ -179,7 +179,7 @@ def node_files(cdi_root: Path, plugin_dir: Path, names: DriverNames) -> NodeFile
                 document = json.loads(path.read_text())
             except FileNotFoundError:
                 continue  # unprepared between the listing and the read: not there any more
-            # One file per prepare call; early 0.2.0 builds wrote one claim as "claim".
+            # One file per prepare call; early builds of format 2 wrote one claim as "claim".
             for entry in document["claims"] if "claims" in document else [document["claim"]]:
                 entries[entry["uid"]] = (entry["state"], entry["spec_file"])
     return NodeFiles(specs=specs, entries=entries)
