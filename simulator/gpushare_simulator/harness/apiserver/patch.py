@@ -40,7 +40,8 @@ def merge_patch(target: object, patch: object) -> object:
     return result
 
 
-def _pointer(path: str) -> list[str]:
+def pointer_parts(path: str) -> list[str]:
+    """Return the unescaped reference tokens of a JSON pointer (RFC 6901); "" is the root."""
     if path == "":
         return []
     if not path.startswith("/"):
@@ -69,7 +70,7 @@ def _index(node: list[Any], part: str, path: str, *, insert: bool) -> int:
 
 
 def _get(doc: object, path: str) -> object:
-    parts = _pointer(path)
+    parts = pointer_parts(path)
     if not parts:
         return doc
     node = _container(doc, parts, path)
@@ -82,7 +83,7 @@ def _get(doc: object, path: str) -> object:
 
 
 def _remove(doc: object, path: str) -> object:
-    parts = _pointer(path)
+    parts = pointer_parts(path)
     node = _container(doc, parts, path)
     last = parts[-1] if parts else ""
     if isinstance(node, dict):
@@ -95,7 +96,7 @@ def _remove(doc: object, path: str) -> object:
 
 
 def _add(doc: object, path: str, value: object, *, replace: bool = False) -> object:
-    parts = _pointer(path)
+    parts = pointer_parts(path)
     if not parts:
         return value
     node = _container(doc, parts, path)
@@ -120,7 +121,7 @@ def _holds(doc: object, path: str, value: object) -> bool:
     As in the server's JSON patch library, ``null`` also matches a key its object does not
     have (the object itself must exist).
     """
-    parts = _pointer(path)
+    parts = pointer_parts(path)
     if value is None and parts:
         node = _container(doc, parts, path)
         if isinstance(node, dict) and parts[-1] not in node:

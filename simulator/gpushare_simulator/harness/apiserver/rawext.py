@@ -41,6 +41,7 @@ from typing import Any, Final
 from gpushare_simulator.harness.apiserver import errors
 from gpushare_simulator.harness.apiserver.claim_status import IMMUTABLE
 from gpushare_simulator.harness.apiserver.errors import FieldError
+from gpushare_simulator.harness.apiserver.patch import pointer_parts
 from gpushare_simulator.harness.apiserver.rawjson import (
     ANY,
     Path,
@@ -196,7 +197,7 @@ def op_hook(
         text = texts.get(index)
         if text is None or (pointer and not pointer.startswith("/")):
             return value
-        parts = [p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]]
+        parts = pointer_parts(pointer)
         rests = [
             p[len(parts) :] for p in found if len(parts) <= len(p) and all(map(_matches, parts, p))
         ]
