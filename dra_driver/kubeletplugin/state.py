@@ -4,9 +4,9 @@ Order of a prepare: per-claim host directory -> CDI spec (atomic) -> the call's 
 file (durable) -> answer. Unprepare removes in the reverse order. A crash before the
 checkpoint leaves specs and directories that no entry names: start-up reconciliation removes
 them (the kubelet, never answered, asks again), unless a damaged checkpoint file may have
-named them. A completed claim whose spec vanished or was cut short
-(the spec is not fsynced: its entry holds it) gets it rewritten, byte for byte: the kubelet
-will not ask again for a claim it thinks prepared.
+named them. A completed claim whose spec vanished or was cut short (the spec is not fsynced:
+its entry holds it) gets it rewritten, byte for byte: the kubelet will not ask again for a
+claim it thinks prepared.
 """
 
 from __future__ import annotations
@@ -225,9 +225,9 @@ class ClaimPreparer:
         """Unprepare each claim; an unknown claim succeeds. Returns errors ("" for success).
 
         Specs and host directories go first, then the batch's entries (the files holding them
-        rewritten or removed, the directory synced once): a crash in between
-        leaves completed entries whose specs reconciliation restores, and the kubelet, never
-        told of success, asks again.
+        rewritten or removed, the directory synced once): a crash in between leaves completed
+        entries whose specs reconciliation restores, and the kubelet, never told of success,
+        asks again.
         """
         try:
             with self._exclusive():
