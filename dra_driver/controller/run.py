@@ -13,6 +13,7 @@ from dra_driver.controller.app import Controller
 from dra_driver.controller.settings import ControllerSettings
 from dra_driver.controller.view import ClusterView
 from dra_driver.k8s.client import ClientConfigError, new_api_client
+from dra_driver.k8s.heap import freeze_startup_heap
 from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.k8s.signals import stop_on_signals
 from dra_driver.logging import bind, get_logger
@@ -89,6 +90,7 @@ def run(
         )
         observer.start()
     status = 0
+    frozen = False
     try:
         controller.start()
         log.info("controller.started", leader_elect=settings.leader_elect)
@@ -96,6 +98,11 @@ def run(
             if controller.lost.is_set():
                 status = EXIT_LOST_LEADERSHIP
                 break
+            if not frozen and controller.view.synced:
+                # The informers now hold the cluster: from here a full collection walks only
+                # what changed since, not every object of every client module and cache.
+                frozen = True
+                log.info("controller.synced", frozen_objects=freeze_startup_heap())
     finally:
         log.info("controller.stopping")
         controller.stop()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 from pathlib import Path
 
 import pytest
 from controller.kit import NAMES, node
 from controller.test_controller_e2e import bound, gated_pod, harness, template
+from structlog.testing import capture_logs
 
 from dra_driver.controller import run as controller_run
 from dra_driver.controller.settings import ControllerSettings
@@ -49,8 +51,11 @@ def test_bad_leader_election_timings_are_a_configuration_error(work_dir: Path) -
 
 
 def test_process_leads_allocates_and_stops_cleanly(work_dir: Path) -> None:
-    """With leader election on, the process takes the Lease, ungates a pod and exits 0 on stop."""
-    with harness(work_dir, node("node-a", 1)) as cluster:
+    """With leader election on, the process takes the Lease, ungates a pod and exits 0 on stop.
+
+    Once its informers have synced it freezes its heap, so the collector stops walking them.
+    """
+    with harness(work_dir, node("node-a", 1)) as cluster, capture_logs() as logs:
         stop = threading.Event()
         statuses: list[int] = []
         settings = ControllerSettings(
@@ -75,10 +80,18 @@ def test_process_leads_allocates_and_stops_cleanly(work_dir: Path) -> None:
         try:
             cluster.apply([template("share", "20", "1Gi"), gated_pod("p", "share")])
             cluster.wait_for(lambda: bound(cluster, "p"), "the pod to be bound", timeout=20)
+            cluster.wait_for(
+                lambda: any(e["event"] == "controller.synced" for e in logs),
+                "the heap to be frozen",
+                timeout=5,
+            )
         finally:
             stop.set()
             thread.join(20)
+            gc.unfreeze()  # the test process's heap is not the controller's to keep
         assert statuses == [0]
+    (synced,) = [e for e in logs if e["event"] == "controller.synced"]
+    assert synced["frozen_objects"] > 10_000  # every module and cache loaded by then
 
 
 class _Hosted:
