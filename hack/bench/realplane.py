@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -133,6 +134,23 @@ class Bench:
     def processes(self) -> dict[str, int]:
         """Return the process ID of each control-plane process and of the controller."""
         return {**self.plane.pids(), "controller": self._controller_pid()}
+
+    def apiserver_profile(self, out: Path, seconds: float) -> threading.Thread:
+        """Start fetching kube-apiserver's CPU profile (Go pprof) for ``seconds`` into ``out``.
+
+        Read it with ``go tool pprof -top out``; kube-apiserver serves it by default.
+        """
+        url = f"{self.plane.url}/debug/pprof/profile?seconds={int(seconds)}"
+
+        def fetch() -> None:
+            answer = self.api.rest_client.pool_manager.request(
+                "GET", url, headers=self.api.default_headers, timeout=seconds + 60
+            )
+            out.write_bytes(answer.data)
+
+        thread = threading.Thread(target=fetch, name="pprof", daemon=True)
+        thread.start()
+        return thread
 
     def _controller_pid(self) -> int:
         process = self.driver.processes["controller"].process
@@ -266,12 +284,13 @@ def started(
     fill: Callable[[Bench], None] | None = None,
     *,
     gate_mode: str = "auto",
+    profiling: bool = False,
 ) -> Iterator[Bench]:
     """Yield the cluster of a run once the controller leads.
 
     The plane starts with an audit log, the chart is installed (``gate.mode``: ``gate_mode``),
     the GPU nodes and their slices are created, ``fill`` runs (before the controller, so its
-    start-up reads what it made).
+    start-up reads what it made). ``profiling``: kube-apiserver serves its Go profiles.
     """
     (work / "inventory.yaml").write_text(dump_inventory(inventory))
     values = {
@@ -279,7 +298,8 @@ def started(
         "gate": {"enabled": True, "mode": gate_mode},
     }
     audit = AuditLog(work / "audit.log")
-    with RealControlPlane(_binaries(), work, apiserver_flags=audit_flags(work), grace_s=5) as plane:
+    flags = [*audit_flags(work), *(["--profiling=true"] if profiling else [])]
+    with RealControlPlane(_binaries(), work, apiserver_flags=flags, grace_s=5) as plane:
         plane.add_node(SYSTEM_NODE)
         driver = ChartInstall(plane, HELM, CHART, work / "d", inventory=work / "inventory.yaml",
                               values=values)  # fmt: skip
@@ -315,6 +335,9 @@ def _phases(bench: Bench, args: argparse.Namespace) -> list[Object]:
                 out = args.profile / f"controller-{path}-{number}.speedscope.json"
                 seconds = args.pods / args.rate + 2 if args.rate else 30
                 spy = _profile(bench.processes()["controller"], out, seconds)
+                pprof = bench.apiserver_profile(
+                    args.profile / f"kube-apiserver-{path}-{number}.pb.gz", seconds
+                )
             figures = bench.phase(path, f"{path}-{number}", args.pods, args.rate,
                                   premade=args.premade, timeout=args.timeout)  # fmt: skip
             figures["order"] = number
@@ -322,6 +345,7 @@ def _phases(bench: Bench, args: argparse.Namespace) -> list[Object]:
             print(_row(number, figures), flush=True)
             if spy is not None:
                 spy.wait(timeout=120)
+                pprof.join(timeout=120)
     return phases
 
 
@@ -339,7 +363,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per phase")
     parser.add_argument("--gate-mode", choices=("auto", "policy", "webhook"), default="auto",
                         help="the chart's gate.mode: who gates the gated path's pods")  # fmt: skip
-    parser.add_argument("--profile", type=Path, help="py-spy the controller in each phase, here")
+    parser.add_argument("--profile", type=Path,
+                        help="py-spy the controller, pprof kube-apiserver, each phase")  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("--smoke", action="store_true", help="tiny, for the test suite")
     args = parser.parse_args(argv)
@@ -347,7 +372,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.nodes, args.pods, args.rate, args.timeout = 2, 4, 20.0, 60.0
     work = Path(tempfile.mkdtemp(prefix="rp", dir="/tmp"))  # short: sockets live under it
     try:
-        with started(work, gpu_inventory(args.nodes), gate_mode=args.gate_mode) as bench:
+        inventory = gpu_inventory(args.nodes)
+        with started(
+            work, inventory, gate_mode=args.gate_mode, profiling=bool(args.profile)
+        ) as bench:
             phases = _phases(bench, args)
     finally:
         if not args.keep:
