@@ -45,6 +45,8 @@ log = get_logger(__name__)
 COMPONENT: Final = "gpushare-controller"
 _QUOTA_BATCH_SECONDS: Final = 0.5
 """How long a quota's recount waits for more claim changes to count with it."""
+_CATCH_UP_SECONDS: Final = 0.5
+"""How stale the card metrics may be while no pod is decided (a decision catches up first)."""
 _PASS_CALLS: Final = 4
 """API calls one pass may wait out: a claim write and its read-back, then the gate's two."""
 
@@ -78,7 +80,7 @@ class Controller:
             api_client, names, self._on_change, share_plain=settings.share_whole_only_cards
         )
         registry.register(CardCollector(self.view.cached_snapshot))
-        registry.register(GatedCollector(self.view.pods.list, names.scheduling_gate, time.time))
+        registry.register(GatedCollector(self.view.gated_pods, names.scheduling_gate, time.time))
         register_silence(registry, self.loops)
         writer = ClaimWriter(api_client, names.finalizer)
         self._events = EventSender(EventRecorder(api_client, COMPONENT))
@@ -252,29 +254,18 @@ class Controller:
                 self._releases.queue.add(object_key(claim))
 
     def _enqueue_gated_pods(self) -> None:
-        for pod in self.view.pods.list():
-            if objects.has_scheduling_gate(pod, self._names.scheduling_gate):
-                self._allocations.queue.add(object_key(pod))
+        for pod in self.view.gated_pods():
+            self._allocations.queue.add(object_key(pod))
 
     def _on_change(self, informer: str, kind: EventType, obj: Object) -> None:
+        # Every key queued wakes a worker thread: only changes its reconcile can act on are
+        # handed on, the others (most of what a busy cluster's pods and claims do) stop here.
         if not self._leading.is_set():
             return
         if informer == "pods":
-            if objects.has_scheduling_gate(obj, self._names.scheduling_gate):
-                self._allocations.queue.add(object_key(obj))
-            namespace = obj["metadata"]["namespace"]
-            for name in objects.pod_claim_names(obj).values():
-                if name:
-                    self._releases.queue.add((namespace, name))
+            self._on_pod(kind, obj)
         elif informer == "claims":
-            self._releases.queue.add(object_key(obj))
-            self._allocations.queue.add(CATCH_UP)
-            owner = objects.controller_reference(obj)
-            if owner is not None and owner.get("kind") == "Pod":
-                self._allocations.queue.add((obj["metadata"]["namespace"], owner["name"]))
-            if kind == "DELETED" or not objects.status(obj).get("allocation"):
-                self._enqueue_gated_pods()  # capacity may have been freed
-            self._enqueue_quotas(objects.namespace(obj))
+            self._on_claim(kind, obj)
         elif informer == "quotas":
             self._quota_status.queue.add(object_key(obj))
             self._enqueue_gated_pods()  # a quota raised or gone: room for who waits on it
@@ -282,6 +273,32 @@ class Controller:
             self._enqueue_gated_pods()
             if informer == "slices":
                 self._enqueue_quotas(None)  # a card's memory counts for whole-card claims
+
+    def _on_pod(self, kind: EventType, pod: Object) -> None:
+        if objects.has_scheduling_gate(pod, self._names.scheduling_gate):
+            self._allocations.queue.add(object_key(pod))
+        if kind == "DELETED" or objects.is_terminal(pod) or objects.is_deleting(pod):
+            # Its claims may have nothing left to run for: theirs to release.
+            namespace = objects.namespace(pod)
+            for name in objects.pod_claim_names(pod).values():
+                if name:
+                    self._releases.queue.add((namespace, name))
+
+    def _on_claim(self, kind: EventType, claim: Object) -> None:
+        namespace = objects.namespace(claim)
+        allocation = objects.status(claim).get("allocation")
+        if allocation or self._names.finalizer in (claim["metadata"].get("finalizers") or []):
+            self._releases.queue.add(object_key(claim))  # nothing to release otherwise
+        # Metrics read the snapshot: it catches up on a burst of changes once.
+        self._allocations.queue.add_after(CATCH_UP, _CATCH_UP_SECONDS)
+        # Its pod may wait at the gate for this claim. A pod the cache does not show yet (the
+        # two watches deliver in any order) is queued by its own event.
+        owner = objects.controller_reference(claim) or {}
+        if owner.get("kind") == "Pod" and self.view.is_gated(namespace, str(owner.get("name"))):
+            self._allocations.queue.add((namespace, str(owner["name"])))
+        if kind == "DELETED" or (kind == "MODIFIED" and not allocation):
+            self._enqueue_gated_pods()  # capacity may have been freed; a new claim frees none
+        self._enqueue_quotas(namespace)
 
     def _enqueue_quotas(self, namespace: str | None) -> None:
         """Recount the quotas of ``namespace`` (every namespace's for ``None``), batched."""

@@ -71,6 +71,8 @@ class ClusterView(InformerGroup):
         """What the pods bound to each node request, for the pod's own fit on a node."""
         self.writing: set[tuple[str, str]] = set()
         """Claims the allocator has writes in flight for: the watch may show them half done."""
+        self._gated: dict[tuple[str, str], None] = {}
+        """Pods the cache shows behind this driver's gate, in the order it first showed them."""
 
         def informer(
             name: str,
@@ -137,6 +139,13 @@ class ClusterView(InformerGroup):
         if name == "pods":
             self.usage.update(obj, deleted=kind == "DELETED")
         with self._lock:
+            if name == "pods":
+                if kind != "DELETED" and objects.has_scheduling_gate(
+                    obj, self.names.scheduling_gate
+                ):
+                    self._gated.setdefault(_key(obj), None)
+                else:
+                    self._gated.pop(_key(obj), None)
             if name not in ("pods", "claims", "quotas", "budgets"):
                 self._snapshot = None
                 self._generation += 1
@@ -151,6 +160,21 @@ class ClusterView(InformerGroup):
                 ):
                     del self._assumed[key]
         self._listener(name, kind, obj)
+
+    def gated_pods(self) -> list[Object]:
+        """Return the cached pods behind this driver's scheduling gate.
+
+        Kept as the pods change, so finding them costs what they are, not what the cluster
+        runs: it is asked on every change that may give a waiting pod its room.
+        """
+        with self._lock:
+            keys = list(self._gated)
+        return [pod for key in keys if (pod := self.pods.get(*key)) is not None]
+
+    def is_gated(self, namespace: str, name: str) -> bool:
+        """Whether the cache shows the pod behind this driver's scheduling gate."""
+        with self._lock:
+            return (namespace, name) in self._gated
 
     # -- claims, with our own writes ----------------------------------------------------------
 
