@@ -277,12 +277,15 @@ class Controller:
     def _on_pod(self, kind: EventType, pod: Object) -> None:
         if objects.has_scheduling_gate(pod, self._names.scheduling_gate):
             self._allocations.queue.add(object_key(pod))
-        if kind == "DELETED" or objects.is_terminal(pod) or objects.is_deleting(pod):
+        ended = kind == "DELETED" or objects.is_terminal(pod)
+        if ended or objects.is_deleting(pod):
             # Its claims may have nothing left to run for: theirs to release.
             namespace = objects.namespace(pod)
             for name in objects.pod_claim_names(pod).values():
                 if name:
                     self._releases.queue.add((namespace, name))
+        if ended and objects.spec(pod).get("nodeName"):
+            self._enqueue_gated_pods()  # its CPU, memory, ports and affinity are room again
 
     def _on_claim(self, kind: EventType, claim: Object) -> None:
         namespace = objects.namespace(claim)

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from controller.kit import NAMES, node
 from controller.test_controller_e2e import bound, gated_pod, harness, template
 from gpushare_simulator.harness.cluster import FakeCluster
@@ -13,6 +14,7 @@ from gpushare_simulator.harness.podstatus import patch_pod_status
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
+from dra_driver.controller import allocator
 from dra_driver.controller.app import Controller
 from dra_driver.controller.settings import ControllerSettings
 from dra_driver.controller.view import ClusterView
@@ -72,8 +74,12 @@ def _settled(registry: CollectorRegistry, quiet: float = 0.5) -> float:
     return value
 
 
-def _run(cluster: FakeCluster, registry: CollectorRegistry) -> Controller:
-    # No periodic resync within the test: every retry must come from an event.
+def _run(
+    cluster: FakeCluster, registry: CollectorRegistry, monkeypatch: pytest.MonkeyPatch
+) -> Controller:
+    # Neither the periodic resync nor the unplaceable pod's own retry within the test: every
+    # retry must come from an event.
+    monkeypatch.setattr(allocator, "_UNPLACEABLE_RETRY_SECONDS", 3600.0)
     settings = ControllerSettings(leader_elect=False, resync_seconds=3600.0)
     controller = Controller(cluster.api, NAMES, settings, registry)
     controller.start()
@@ -81,12 +87,12 @@ def _run(cluster: FakeCluster, registry: CollectorRegistry) -> Controller:
 
 
 def test_a_waiting_pod_is_retried_when_room_is_freed_not_when_a_claim_is_made(
-    work_dir: Path,
+    work_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A new claim frees nothing: no retry; the card's pod finishing: the waiting pod is bound."""
     registry = CollectorRegistry()
     with harness(work_dir, node("node-a", 1)) as cluster:
-        controller = _run(cluster, registry)
+        controller = _run(cluster, registry, monkeypatch)
         try:
             cluster.apply([template("whole"), gated_pod("first", "whole")])
             first = cluster.wait_for(lambda: bound(cluster, "first"), "the first pod bound")
@@ -109,5 +115,41 @@ def test_a_waiting_pod_is_retried_when_room_is_freed_not_when_a_claim_is_made(
             patch_pod_status(client.CoreV1Api(cluster.api), first, {"phase": "Succeeded"})
             second = cluster.wait_for(lambda: bound(cluster, "second"), "the second pod bound")
             assert second["spec"]["nodeName"] == "node-a"
+        finally:
+            controller.stop()
+
+
+def test_a_pod_waiting_for_cpu_is_placed_when_the_nodes_other_pod_ends(
+    work_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bound pod holding the node's CPU finishes: the gated pod waiting for it is placed."""
+    registry = CollectorRegistry()
+    with harness(work_dir, node("node-a", 1)) as cluster:
+        core = client.CoreV1Api(cluster.api)
+        raw.call(core.patch_node_status, "node-a",
+                 {"status": {"allocatable": {"cpu": "2", "pods": "110"}}})  # fmt: skip
+        busy: Object = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "busy"},
+            "spec": {
+                "nodeName": "node-a",
+                "containers": [
+                    {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "2"}}}
+                ],
+            },
+        }
+        hungry = gated_pod("hungry", "share")
+        hungry["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "1"}
+        controller = _run(cluster, registry, monkeypatch)
+        try:
+            cluster.apply([busy])
+            cluster.apply([template("share", "30", "5Gi"), hungry])
+            cluster.wait_for(lambda: _unplaceable(registry) >= 1, "the pod to wait for CPU")
+            assert bound(cluster, "hungry") is None
+            running = raw.call(core.read_namespaced_pod, "busy", "default")
+            patch_pod_status(core, running, {"phase": "Succeeded"})
+            placed = cluster.wait_for(lambda: bound(cluster, "hungry"), "the pod placed")
+            assert placed["spec"]["nodeName"] == "node-a"
         finally:
             controller.stop()
