@@ -47,10 +47,11 @@ from gpushare_simulator.harness.kubeapply import Applier
 from gpushare_simulator.harness.lifelike import lifelike_node
 from gpushare_simulator.harness.workload import PlannedPod, Tracker, Wave, cpu_seconds
 from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
 from realplane_audit import AuditLog, audit_flags
 
 from dra_driver.api import DEFAULT_DRIVER_NAME, DriverNames
-from dra_driver.k8s import raw
+from dra_driver.k8s import objects, raw
 from dra_driver.k8s.objects import Object
 from dra_driver.nvml.inventory import Inventory, dump_inventory
 from dra_driver.plan.inventory import node_object, node_slices
@@ -63,6 +64,8 @@ NAMES: Final = DriverNames.for_driver(DEFAULT_DRIVER_NAME)
 SYSTEM_NODE: Final = "system-0"
 PATHS: Final = ("scheduler", "gated")
 TEMPLATE: Final = "share"
+POLICY_MARK: Final = f"{NAMES.driver}/policy-gate"
+"""The annotation the chart's MutatingAdmissionPolicy puts on the pods it gates."""
 OPT_OUT: Final = ((f"{NAMES.driver}/webhook", "disabled"),)
 """The chart's webhooks skip pods with this label: kube-scheduler allocates their claims."""
 P50_SLACK_MS: Final = 20.0
@@ -135,6 +138,25 @@ class Bench:
         """Return the process ID of each control-plane process and of the controller."""
         return {**self.plane.pids(), "controller": self._controller_pid()}
 
+    def admission_seconds(self) -> dict[str, float]:
+        """Return kube-apiserver's time in each admission plugin so far (its /metrics), seconds.
+
+        Wall time inside the plugin, mutating and validating steps together: what the policy
+        gate (MutatingAdmissionPolicy) and the webhooks cost each request, as the server sees.
+        """
+        answer = self.api.rest_client.pool_manager.request(
+            "GET", f"{self.plane.url}/metrics", headers=self.api.default_headers, timeout=30
+        )
+        seconds: dict[str, float] = {}
+        for family in text_string_to_metric_families(answer.data.decode()):
+            if family.name != "apiserver_admission_controller_admission_duration_seconds":
+                continue
+            for sample in family.samples:
+                if sample.name.endswith("_sum"):
+                    name = sample.labels["name"]
+                    seconds[name] = seconds.get(name, 0.0) + sample.value
+        return seconds
+
     def apiserver_profile(self, out: Path, seconds: float) -> threading.Thread:
         """Start fetching kube-apiserver's CPU profile (Go pprof) for ``seconds`` into ``out``.
 
@@ -181,6 +203,7 @@ class Bench:
             pids = self.processes()
             cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
             mark = self.audit.mark()
+            admission_before = self.admission_seconds()
             tracker.create(wave, None, 1.0 / rate if rate > 0 else 0.0)
             if not tracker.wait("bound", planned, timeout):
                 missing = tracker.missing("bound", planned)
@@ -189,6 +212,12 @@ class Bench:
             time.sleep(2.0)  # writes that follow the binding (events, reservations) count too
             cpu = {n: (cpu_seconds(p) - cpu_before[n]) * 1000 / pods for n, p in pids.items()}
             requests = self.audit.per_pod(mark, pods)
+            admission = self.admission_seconds()
+            by_plugin = {
+                name: round((seconds - admission_before.get(name, 0.0)) * 1000 / pods, 2)
+                for name, seconds in sorted(admission.items())
+            }
+            listed = raw.call(self.core.list_namespaced_pod, namespace)["items"]
             figures = {
                 "path": path,
                 "pods": pods,
@@ -200,6 +229,10 @@ class Bench:
                 "cpu_ms_per_pod": {n: round(v, 2) for n, v in sorted(cpu.items())},
                 "cpu_ms_per_pod_total": round(sum(cpu.values()), 2),
                 "requests_per_pod": requests,
+                "admission_ms_per_pod": {n: v for n, v in by_plugin.items() if v > 0},
+                "gated_by_policy": sum(
+                    POLICY_MARK in (objects.metadata(p).get("annotations") or {}) for p in listed
+                ),
                 "controller_rss_mb": _rss_mb(pids["controller"]),
             }
         finally:
