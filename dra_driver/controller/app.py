@@ -22,7 +22,7 @@ from dra_driver.controller.evictions import EvictionWriter
 from dra_driver.controller.metrics import CardCollector, ControllerMetrics, GatedCollector
 from dra_driver.controller.preemption import Preemptor
 from dra_driver.controller.quotas import QuotaCollector, QuotaStatus
-from dra_driver.controller.releaser import Releaser
+from dra_driver.controller.releaser import Releaser, released_by_change
 from dra_driver.controller.settings import ControllerSettings
 from dra_driver.controller.view import ClusterView
 from dra_driver.controller.writes import ClaimWriter
@@ -290,8 +290,8 @@ class Controller:
     def _on_claim(self, kind: EventType, claim: Object) -> None:
         namespace = objects.namespace(claim)
         allocation = objects.status(claim).get("allocation")
-        if allocation or self._names.finalizer in (claim["metadata"].get("finalizers") or []):
-            self._releases.queue.add(object_key(claim))  # nothing to release otherwise
+        if released_by_change(self._names, claim):
+            self._releases.queue.add(object_key(claim))
         # Metrics read the snapshot: it catches up on a burst of changes once.
         self._allocations.queue.add_after(CATCH_UP, _CATCH_UP_SECONDS)
         # Its pod may wait at the gate for this claim. A pod the cache does not show yet (the

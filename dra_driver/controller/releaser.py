@@ -31,6 +31,22 @@ _WRITING_POLL_SECONDS: Final = 0.05
 """How soon to look again at a claim the allocator is writing (a request's time)."""
 
 
+def released_by_change(names: DriverNames, claim: Object) -> bool:
+    """Whether a change to this claim alone may let :meth:`Releaser.reconcile` act on it.
+
+    Claims that are neither ours nor allocated are never released; one that pods hold
+    reserved waits for them, and each of them ending is an event of its own (the pod's, and
+    kube-controller-manager's dropping of its reservation), which queues the claim then. Our
+    finalizer beside kube-scheduler's is let go of whatever the reservations.
+    """
+    finalizers = claim["metadata"].get("finalizers") or []
+    ours = names.finalizer in finalizers
+    if ours and SCHEDULER_FINALIZER in finalizers:
+        return True
+    status = objects.status(claim)
+    return bool(ours or status.get("allocation")) and not status.get("reservedFor")
+
+
 class Releaser:
     """Reconciles one claim per call."""
 

@@ -1,4 +1,4 @@
-"""What wakes the controller: the pods its gate holds are indexed, and retried on freed room."""
+"""What wakes the controller: only changes its workers can act on."""
 
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ from prometheus_client import CollectorRegistry
 
 from dra_driver.controller import allocator
 from dra_driver.controller.app import Controller
+from dra_driver.controller.releaser import released_by_change
 from dra_driver.controller.settings import ControllerSettings
 from dra_driver.controller.view import ClusterView
 from dra_driver.k8s import raw
+from dra_driver.structured.configshares import SCHEDULER_FINALIZER
 
 Object = dict[str, Any]
 
@@ -153,3 +155,32 @@ def test_a_pod_waiting_for_cpu_is_placed_when_the_nodes_other_pod_ends(
             assert placed["spec"]["nodeName"] == "node-a"
         finally:
             controller.stop()
+
+
+@pytest.mark.parametrize(
+    ("finalizers", "allocated", "reserved", "wakes"),
+    [
+        ([], False, False, False),  # a new claim: nothing to release
+        ([], True, True, False),  # kube-scheduler's, in use: its pod's end comes as an event
+        ([NAMES.finalizer], True, True, False),  # ours, in use: likewise
+        ([NAMES.finalizer], True, False, True),  # ours, no longer reserved: release it
+        ([], True, False, True),  # allocated, unreserved: the releaser judges whose it is
+        ([NAMES.finalizer], False, False, True),  # a stray finalizer to remove
+        ([NAMES.finalizer, SCHEDULER_FINALIZER], True, True, True),  # ours beside theirs: let go
+    ],
+    ids=["new", "theirs-in-use", "ours-in-use", "ours-free", "allocated-free", "stray", "foreign"],
+)
+def test_only_claim_changes_the_releaser_can_act_on_wake_it(
+    finalizers: list[str], allocated: bool, reserved: bool, wakes: bool
+) -> None:
+    """A claim's change wakes the releaser only where the change alone may let it release."""
+    status: Object = {}
+    if allocated:
+        status["allocation"] = {"devices": {"results": [{"driver": NAMES.driver}]}}
+    if reserved:
+        status["reservedFor"] = [{"resource": "pods", "name": "p", "uid": "u"}]
+    claim = {
+        "metadata": {"name": "c", "namespace": "n", "finalizers": finalizers},
+        "status": status,
+    }
+    assert released_by_change(NAMES, claim) is wakes
