@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from dra_driver.api import DriverNames
 from dra_driver.k8s.client import ClientConfigError, new_api_client
+from dra_driver.k8s.heap import freeze_startup_heap
 from dra_driver.k8s.settings import KubeClientSettings
 from dra_driver.k8s.signals import stop_on_signals
 from dra_driver.logging import bind, get_logger
@@ -155,8 +156,13 @@ def run(
                 readiness={"informers": webhook.not_ready},
             )
             observer.start()
+        frozen = False
+        # A short wait keeps the main thread responsive to signals.
         while not stop.wait(0.5):
-            pass  # a short wait keeps the main thread responsive to signals
+            if not frozen and webhook.cache.synced:
+                # As the controller does: full collections walk only what came after start-up.
+                frozen = True
+                log.info("webhook.synced", frozen_objects=freeze_startup_heap())
     finally:
         log.info("webhook.stopping")
         webhook.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 import http.client
 import json
 import socket
@@ -16,6 +17,7 @@ from typing import TypeVar
 import pytest
 from gpushare_simulator.harness.apiserver import FakeApiServer
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 from webhook.kit import (
     GATE,
     NAMES,
@@ -219,7 +221,7 @@ def _free_port() -> int:
 
 
 def test_run_serves_probes_and_stops_cleanly(server: FakeApiServer, tmp_path: Path) -> None:
-    """run() serves reviews and the observability port, becomes ready, and exits 0 on stop."""
+    """run() serves reviews and probes, freezes its heap once synced, and exits 0 on stop."""
     kube = KubeClientSettings(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")))
     webhook_port, metrics_port = _free_port(), _free_port()
     stop = threading.Event()
@@ -235,29 +237,34 @@ def test_run_serves_probes_and_stops_cleanly(server: FakeApiServer, tmp_path: Pa
             )
         )
     )
-    thread.start()
-    try:
+    with capture_logs() as logs:
+        thread.start()
+        try:
 
-        def ready() -> bool:
-            try:
-                connection = http.client.HTTPConnection("127.0.0.1", metrics_port, timeout=5)
-                connection.request("GET", "/readyz")
-                return connection.getresponse().status == 200
-            except OSError:
-                return False
+            def ready() -> bool:
+                try:
+                    connection = http.client.HTTPConnection("127.0.0.1", metrics_port, timeout=5)
+                    connection.request("GET", "/readyz")
+                    return connection.getresponse().status == 200
+                except OSError:
+                    return False
 
-        wait_for(ready)
-        status, body = _https(webhook_port, "POST", "/validate", b"[]")
-        assert (status, body) == (
-            400,
-            b"malformed AdmissionReview: the body must be a JSON object\n",
-        )
-        status, body = _https(webhook_port, "POST", "/validate", review(share_template()))
-        assert (status, json.loads(body)["response"]["allowed"]) == (200, True)
-    finally:
-        stop.set()
-        thread.join(20)
+            wait_for(ready)
+            status, body = _https(webhook_port, "POST", "/validate", b"[]")
+            assert (status, body) == (
+                400,
+                b"malformed AdmissionReview: the body must be a JSON object\n",
+            )
+            status, body = _https(webhook_port, "POST", "/validate", review(share_template()))
+            assert (status, json.loads(body)["response"]["allowed"]) == (200, True)
+            wait_for(lambda: any(e["event"] == "webhook.synced" for e in logs))
+        finally:
+            stop.set()
+            thread.join(20)
+            gc.unfreeze()  # the test process's heap is not the webhook's to keep
     assert statuses == [0]
+    (synced,) = [e for e in logs if e["event"] == "webhook.synced"]
+    assert synced["frozen_objects"] > 10_000  # every module and cache loaded by then
 
 
 def test_run_without_credentials_exits_2(tmp_path: Path) -> None:
