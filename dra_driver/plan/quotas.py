@@ -40,7 +40,7 @@ def quota_uses(
     """Return each quota as the snapshot leaves it; ``held`` maps a held pod to its message."""
     uses = []
     for quota in quotas:
-        used, claims = total_use(quota, snapshot.quota_uses.get(quota.namespace, {}).values())
+        used, claims = total_use(quota, snapshot.quota_uses(quota.namespace).values())
         mark = f"GpuShareQuota {quota.key}:"
         waiting = tuple(pod for pod, message in held.items() if mark in message)
         uses.append(QuotaStanding(quota, used, claims, waiting))
