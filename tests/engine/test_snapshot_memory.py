@@ -7,14 +7,16 @@ from controller.kit import NAMES, claim, cluster, commit, node, pod, request, sh
 from dra_driver.api import Placement
 from dra_driver.engine import Placed, Policy, Snapshot, place_pod
 from dra_driver.k8s.objects import Object
+from dra_driver.k8s.quantity import parse_quantity
 
 BINPACK = Policy.uniform(Placement.BINPACK)
+SHARE_IDS = share_ids()
 
 
 def _count(snapshot: Snapshot, name: str, namespace: str) -> Object:
     """Place a quarter-card claim in ``namespace`` and count it; return it as written."""
     made = claim(name, request(cores="25", memory="4Gi"), namespace=namespace)
-    decision = place_pod(snapshot, pod(), [made], BINPACK, share_id=share_ids())
+    decision = place_pod(snapshot, pod(), [made], BINPACK, share_id=SHARE_IDS)
     assert isinstance(decision, Placed)
     (written,) = commit(snapshot, [made], decision)
     return written
@@ -49,3 +51,14 @@ def test_claims_with_one_share_of_a_card_share_one_marks_tuple() -> None:
     ((device_id, _priority),) = marks_one
     assert device_id is snapshot.by_id[device_id].id  # the device's own id, not a copy
     assert NAMES.driver == device_id[0]
+
+
+def test_shares_of_one_size_hold_one_set_of_amounts() -> None:
+    """Two shares consuming the same amounts keep one object of amounts between them."""
+    snapshot = cluster(node("node-a", 1))
+    for name in ("one", "two"):
+        _count(snapshot, name, "default")
+    ((_device, entries),) = snapshot.state._share_entries.items()
+    first, second = (amounts for _share_id, amounts in entries)
+    assert first is second
+    assert dict(first) == {"cores": parse_quantity("25"), "memory": parse_quantity("4Gi")}
