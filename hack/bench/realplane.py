@@ -144,11 +144,8 @@ class Bench:
         Wall time inside the plugin, mutating and validating steps together: what the policy
         gate (MutatingAdmissionPolicy) and the webhooks cost each request, as the server sees.
         """
-        answer = self.api.rest_client.pool_manager.request(
-            "GET", f"{self.plane.url}/metrics", headers=self.api.default_headers, timeout=30
-        )
         seconds: dict[str, float] = {}
-        for family in text_string_to_metric_families(answer.data.decode()):
+        for family in text_string_to_metric_families(self._fetch("/metrics", 30).decode()):
             if family.name != "apiserver_admission_controller_admission_duration_seconds":
                 continue
             for sample in family.samples:
@@ -162,17 +159,22 @@ class Bench:
 
         Read it with ``go tool pprof -top out``; kube-apiserver serves it by default.
         """
-        url = f"{self.plane.url}/debug/pprof/profile?seconds={int(seconds)}"
+        path = f"/debug/pprof/profile?seconds={int(seconds)}"
 
         def fetch() -> None:
-            answer = self.api.rest_client.pool_manager.request(
-                "GET", url, headers=self.api.default_headers, timeout=seconds + 60
-            )
-            out.write_bytes(answer.data)
+            out.write_bytes(self._fetch(path, seconds + 60))
 
         thread = threading.Thread(target=fetch, name="pprof", daemon=True)
         thread.start()
         return thread
+
+    def _fetch(self, path: str, timeout: float) -> bytes:
+        """GET a path of kube-apiserver that is not an API object, as the admin; the body."""
+        answer = self.api.rest_client.pool_manager.request(
+            "GET", f"{self.plane.url}{path}", headers=self.api.default_headers, timeout=timeout
+        )
+        body: bytes = answer.data
+        return body
 
     def _controller_pid(self) -> int:
         process = self.driver.processes["controller"].process
