@@ -100,9 +100,12 @@ class Commits:
         """
         stored = []
         for claim in claims:
+            # Remembered only once the finalizer is on: a leader's finalizer patch may have
+            # failed beside its allocation, and a claim remembered as checked is never
+            # looked at again before its pod's gate comes off.
+            stored.append(self._writer.add_finalizer(claim))
             _remember(self._checked, _key(claim))
             self._written.pop(_key(claim), None)
-            stored.append(self._writer.add_finalizer(claim))
         return stored
 
 

@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry
 
 from dra_driver.controller.app import Controller
 from dra_driver.controller.settings import ControllerSettings
+from dra_driver.k8s.errors import RetryableError
 from dra_driver.k8s.reconcile import Requeue
 from dra_driver.structured.configshares import SCHEDULER_FINALIZER
 
@@ -246,3 +247,37 @@ def test_a_new_leader_never_clears_an_allocation_a_pod_already_runs_on() -> None
     (x,) = [c for c in server.claims() if c["metadata"]["name"] == "x"]
     assert x["status"]["allocation"] == ours["status"]["allocation"]
     assert not server.objs[("pods", "default", "pw")]["spec"]["schedulingGates"]
+
+
+def test_a_leader_never_ungates_a_claim_whose_finalizer_write_failed() -> None:
+    """The allocation landed, the finalizer twice not: the gate stays until the finalizer is on."""
+    _, server, allocator, _, _ = make(node("n", 1), alone=lambda: True)
+    server.put("claims", claim_obj("x", "25", "4Gi"))
+    server.put("pods", pod_obj("px", "x"))
+    failures = {"add_finalizer": 1}
+    allocate, add_finalizer = server.allocate_protected, server.add_finalizer
+
+    def allocation_only(claim: Object, allocation: Object, reserved_for: list[Object]) -> Object:
+        # As when the status patch lands and the finalizer patch beside it gets a 500.
+        server.write_allocation(claim, allocation, reserved_for)
+        raise RetryableError("500 InternalError: injected fault")
+
+    def failing_once(claim: Object) -> Object:
+        if failures["add_finalizer"]:
+            failures["add_finalizer"] -= 1
+            raise RetryableError("500 InternalError: injected fault")
+        return add_finalizer(claim)
+
+    server.allocate_protected = allocation_only  # type: ignore[method-assign]
+    server.add_finalizer = failing_once  # type: ignore[method-assign]
+    with pytest.raises(RetryableError):
+        allocator.reconcile(("default", "px"))
+    server.allocate_protected = allocate  # type: ignore[method-assign]
+    server.deliver()
+    with pytest.raises(RetryableError):
+        allocator.reconcile(("default", "px"))  # checked; its finalizer write fails
+    assert server.objs[("pods", "default", "px")]["spec"]["schedulingGates"]
+    settle(allocator, server, "px")
+    (claim,) = server.claims()
+    assert not server.objs[("pods", "default", "px")]["spec"]["schedulingGates"]
+    assert NAMES.finalizer in claim["metadata"]["finalizers"]
