@@ -347,6 +347,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--real-plugins", type=int, default=defaults.real_plugins)
     parser.add_argument("--timeout", type=float, default=defaults.timeout, help="per wait")
     parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument(
+        "--work-root",
+        type=Path,
+        default="/tmp",  # noqa: S108 - short, for unix socket paths; mkdtemp makes it private
+        help="where the run's directory is made (short: unix sockets live in it)",
+    )
     args = parser.parse_args(argv)
     configure_logging(level="warning")  # the harness's actors narrate every step at debug
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
@@ -363,8 +369,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{'wave':>4} {'created':>7} {'allocated':>9} {'running':>7} {'to run s':>9} "
         f"{'cleanup s':>9} {'leftovers':>9} {'ctl taken':>9} {'ctl MiB':>10}"
     )
-    # Unix socket paths must stay under 108 bytes: a short directory under /tmp.
-    work_dir = Path(tempfile.mkdtemp(prefix="gpushare-load-", dir="/tmp"))
+    # Unix socket paths must stay under 108 bytes: a short directory.
+    work_dir = Path(tempfile.mkdtemp(prefix="gpushare-load-", dir=args.work_root))
     # A run far past its waits is hung somewhere no timeout covers: say where, on stderr.
     faulthandler.dump_traceback_later(settings.waves * settings.timeout * 2 + 30, exit=False)
     try:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -49,11 +51,13 @@ def wait(condition: object, timeout: float) -> None:
 def test_a_load_run_stopped_midway_leaves_no_process(how: signal.Signals) -> None:
     """Whatever ends hack/load.py, its controller and plugin processes end with it."""
     run = uuid.uuid4().hex
+    # A killed run cannot remove its directory: it goes under one the test removes.
+    root = Path(tempfile.mkdtemp(prefix="o", dir="/tmp"))
     script = subprocess.Popen(
         [
             sys.executable, str(ROOT / "hack/load.py"),
             "--waves", "1", "--pods", "4", "--nodes", "2", "--real-plugins", "2",
-            "--timeout", "60",
+            "--timeout", "60", "--work-root", str(root),
         ],
         env={**os.environ, MARKER: run},
         stdout=subprocess.DEVNULL,
@@ -71,3 +75,4 @@ def test_a_load_run_stopped_midway_leaves_no_process(how: signal.Signals) -> Non
         script.wait()
         for pid in marked(run):  # leave nothing behind even when the test fails
             os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(root, ignore_errors=True)
