@@ -14,7 +14,8 @@ allocates their claims itself; ``gated``, pods the webhook gates and the control
 Both orders run (scheduler first, then gated first), on one cluster, each phase from an empty
 namespace. Per phase: create→ungate and create→bound p50/p99 (a pod's time starts when its
 create is sent, so the webhook's review is in), the requests per pod by client and verb
-(from the API server's audit log), CPU per pod of every process, and the controller's RSS.
+(from the API server's audit log), CPU per pod of every process, and the controller's RSS; and,
+from the audit log's timestamps, when each request on a pod's way to its binding finished.
 
     python hack/bench/realplane.py                        # 100 nodes, 200 pods at 5/s (~6 min)
     python hack/bench/realplane.py --rate 0 --pods 800 --premade   # throughput, claims made first
@@ -220,6 +221,12 @@ class Bench:
                 for name, seconds in sorted(admission.items())
             }
             listed = raw.call(self.core.list_namespaced_pod, namespace)["items"]
+            pod_of_claim = {
+                claim: objects.name(pod)
+                for pod in listed
+                for claim in objects.pod_claim_names(pod).values()
+                if claim
+            }
             figures = {
                 "path": path,
                 "pods": pods,
@@ -231,6 +238,7 @@ class Bench:
                 "cpu_ms_per_pod": {n: round(v, 2) for n, v in sorted(cpu.items())},
                 "cpu_ms_per_pod_total": round(sum(cpu.values()), 2),
                 "requests_per_pod": requests,
+                "timeline_ms": self.audit.timeline(mark, namespace, pod_of_claim),
                 "admission_ms_per_pod": {n: v for n, v in by_plugin.items() if v > 0},
                 "gated_by_policy": sum(
                     POLICY_MARK in (objects.metadata(p).get("annotations") or {}) for p in listed
@@ -381,6 +389,11 @@ def _phases(bench: Bench, args: argparse.Namespace) -> list[Object]:
             if spy is not None:
                 spy.wait(timeout=120)
                 pprof.join(timeout=120)
+    for figures in phases:
+        print(f"order {figures['order']}, {figures['path']}: each request on the way to the"
+              " binding, finished at (ms after the pod's create, p50 / p99)")  # fmt: skip
+        for what, hop in figures["timeline_ms"].items():
+            print(f"  {hop['p50_ms']:7.1f} {hop['p99_ms']:7.1f}  {what}")
     return phases
 
 

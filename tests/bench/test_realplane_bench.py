@@ -33,7 +33,14 @@ def test_realplane_smoke_run_binds_every_pod_down_both_paths_in_both_orders() ->
         assert requests["bench"]["create pods"] == 1.0
         assert requests["kube-scheduler"]["create pods/binding"] == 1.0
         controller = requests.get("gpushare-controller", {})
+        # Hop by hop, from the audit log: the create first, the binding last.
+        timeline = phase["timeline_ms"]
+        assert next(iter(timeline)) == "bench create pods"
+        binding = timeline["kube-scheduler create pods/binding"]["p50_ms"]
+        assert binding == max(hop["p50_ms"] for hop in timeline.values()) > 0
         if phase["path"] == "gated":
+            allocated = timeline["gpushare-controller patch resourceclaims/status"]["p50_ms"]
+            assert allocated <= timeline["gpushare-controller patch pods"]["p50_ms"] <= binding
             assert phase["ungate"]["count"] == 4
             assert controller["patch pods"] == 1.0  # the gate, removed once
             assert "update resourceclaims/status" not in requests["kube-scheduler"]
@@ -45,6 +52,7 @@ def test_realplane_smoke_run_binds_every_pod_down_both_paths_in_both_orders() ->
             assert phase["ungate"] is None
             assert "patch pods" not in controller
             assert requests["kube-scheduler"]["update resourceclaims/status"] == 1.0
+            assert timeline["kube-scheduler update resourceclaims/status"]["p50_ms"] <= binding
             assert phase["gated_by_policy"] == 0
     assert set(result["acceptance"]) >= {"p99_pass", "p50_pass", "cpu_pass"}
 
