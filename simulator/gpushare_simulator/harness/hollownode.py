@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import shutil
 import time
 from pathlib import Path
 from typing import Final
@@ -50,6 +52,13 @@ class Container:
     name: str
     attempt: int
     cdi_devices: tuple[str, ...]
+
+
+_SCRATCH: Final = re.compile(
+    r"Using (/tmp/hollow-kubelet\.[0-9]+) as root dir"
+    r"|endpoint=\"unix://(/tmp/kubelet_remote_[0-9]+\.sock)\""
+)
+"""The two scratch paths a klhollow start logs; nothing else is ever removed."""
 
 
 class HollowNode:
@@ -178,8 +187,24 @@ class HollowNode:
         return self._process.running()
 
     def stop(self, grace_s: float = 10.0) -> None:
-        """Stop the kubelet (SIGTERM, then SIGKILL); safe to repeat."""
+        """Stop the kubelet (SIGTERM, then SIGKILL), and remove its scratch files; repeatable."""
         self._process.stop(grace_s)
+        for path in self.scratch():
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
+    def scratch(self) -> list[Path]:
+        """Return what this kubelet made outside its directories, as its log names them.
+
+        klhollow makes a directory and its fake runtime's socket under /tmp, at paths its
+        (upstream kubemark) code fixes, and never removes them; each start logs both.
+        """
+        if not self.log_path.exists():
+            return []
+        text = self.log_path.read_text(errors="replace")
+        return [Path(directory or socket) for directory, socket in _SCRATCH.findall(text)]
 
     def tail(self, lines: int = 25) -> str:
         """Return the last lines of the kubelet's log."""
