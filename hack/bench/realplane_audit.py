@@ -120,7 +120,9 @@ class AuditLog:
                 paths.setdefault(pod, {}).setdefault(f"{who} {what}", span)
         hops: dict[str, list[float]] = {}
         for path in paths.values():
-            created = next((span[0] for what, span in path.items() if " create pods" in what), None)
+            created = next(
+                (span[0] for what, span in path.items() if what.endswith(" create pods")), None
+            )
             bound = next(
                 (span[1] for what, span in path.items() if what.endswith("pods/binding")), None
             )
