@@ -10,7 +10,6 @@ finished, counted from the pod's create.
 
 from __future__ import annotations
 
-import datetime
 import json
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -18,6 +17,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from benchlib import percentile
+
+from dra_driver.k8s.timestamps import epoch_seconds
 
 POLICY: Final = """apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -114,8 +115,8 @@ class AuditLog:
             pod = name if ref.get("resource") == "pods" else pod_of_claim.get(name)
             if pod:
                 span = (
-                    _seconds(event["requestReceivedTimestamp"]),
-                    _seconds(event["stageTimestamp"]),
+                    epoch_seconds(event["requestReceivedTimestamp"]),
+                    epoch_seconds(event["stageTimestamp"]),
                 )
                 paths.setdefault(pod, {}).setdefault(f"{who} {what}", span)
         hops: dict[str, list[float]] = {}
@@ -139,8 +140,3 @@ class AuditLog:
             }
             for what, times in ordered
         }
-
-
-def _seconds(stamp: str) -> float:
-    """Return an audit timestamp (RFC 3339, microseconds) as seconds since the epoch."""
-    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
