@@ -1,10 +1,11 @@
-"""The real kubelet's launcher cleans up what klhollow leaves outside the test's directory."""
+"""The real kubelet's launcher: its container records, and what klhollow leaves in /tmp."""
 
 from __future__ import annotations
 
 import secrets
 import shutil
 import socket
+import threading
 from pathlib import Path
 
 from gpushare_simulator.harness.hollownode import HollowNode
@@ -53,3 +54,24 @@ def test_a_kubelet_that_never_logged_has_no_scratch(tmp_path: Path) -> None:
     node = _node(tmp_path)
     assert node.scratch() == []
     node.stop()
+
+
+def test_a_record_read_while_the_kubelet_writes_it_is_read_once_written(tmp_path: Path) -> None:
+    """klhollow truncates, then writes: an empty record is read again, not taken for broken."""
+    node = _node(tmp_path)
+    records = node.kubelet_dir / "containers"
+    records.mkdir(parents=True)
+    record = records / "ns_p_c.json"
+    record.write_text("")
+    text = (
+        '{"namespace":"ns","pod":"p","podUID":"u1","container":"c","attempt":0,'
+        '"cdiDevices":["k8s.gpushare.dra.dev/claim=x"]}'
+    )
+    writer = threading.Timer(0.05, record.write_text, args=(text,))
+    writer.start()
+    try:
+        (found,) = node.records()
+    finally:
+        writer.join()
+    assert (found.namespace, found.pod, found.name) == ("ns", "p", "c")
+    assert found.cdi_devices == ("k8s.gpushare.dra.dev/claim=x",)

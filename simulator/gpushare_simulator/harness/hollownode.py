@@ -17,13 +17,14 @@ driver and pod UID, and a unix socket path holds at most 107 bytes.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
 import shutil
 import time
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, cast
 
 from kubernetes import client
 
@@ -54,11 +55,26 @@ class Container:
     cdi_devices: tuple[str, ...]
 
 
+_RECORD_READS: Final = 50
+_RECORD_RETRY_S: Final = 0.01
 _SCRATCH: Final = re.compile(
     r"Using (/tmp/hollow-kubelet\.[0-9]+) as root dir"
     r"|endpoint=\"unix://(/tmp/kubelet_remote_[0-9]+\.sock)\""
 )
 """The two scratch paths a klhollow start logs; nothing else is ever removed."""
+
+
+def _read_record(path: Path) -> dict[str, Any]:
+    """Read one container record, waiting out the kubelet writing it.
+
+    klhollow writes a record in place (truncate, then write), so a read can meet it empty or
+    half written; the write ends within moments.
+    """
+    for _ in range(_RECORD_READS - 1):
+        with contextlib.suppress(json.JSONDecodeError):
+            return cast("dict[str, Any]", json.loads(path.read_text()))
+        time.sleep(_RECORD_RETRY_S)
+    return cast("dict[str, Any]", json.loads(path.read_text()))  # its error says what is wrong
 
 
 class HollowNode:
@@ -136,7 +152,7 @@ class HollowNode:
         """Every container the kubelet created, as it recorded them, oldest first."""
         found = []
         for path in sorted((self.kubelet_dir / "containers").glob("*.json")):
-            record = json.loads(path.read_text())
+            record = _read_record(path)
             found.append(
                 Container(
                     namespace=record["namespace"],
