@@ -103,7 +103,8 @@ def _claim(name: str, template: Object) -> Object:
     }
 
 
-def _binaries() -> kubebin.KubeBinaries:
+def kube_binaries() -> kubebin.KubeBinaries:
+    """Return the Kubernetes binaries to run (GPUSHARE_KUBE_BINARIES, or ../shared/k8s/bin)."""
     directory = kubebin.source(SHARED_BIN)
     if directory is None or not directory.is_dir():
         raise SystemExit(
@@ -342,7 +343,7 @@ def started(
     }
     audit = AuditLog(work / "audit.log")
     flags = [*audit_flags(work), *(["--profiling=true"] if profiling else [])]
-    with RealControlPlane(_binaries(), work, apiserver_flags=flags, grace_s=5) as plane:
+    with RealControlPlane(kube_binaries(), work, apiserver_flags=flags, grace_s=5) as plane:
         plane.add_node(SYSTEM_NODE)
         driver = ChartInstall(plane, HELM, CHART, work / "d", inventory=work / "inventory.yaml",
                               values=values)  # fmt: skip

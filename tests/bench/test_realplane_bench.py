@@ -65,3 +65,19 @@ def test_realmemory_smoke_run_places_the_probe_over_a_filled_cluster() -> None:
     assert 0 < result["rss_bytes"] <= result["peak_rss_bytes"]
     assert result["placed_after_s"] > 0
     assert result["target"]["at_target_size"] is False
+
+
+def test_gatecost_smoke_run_gates_exactly_the_claim_pods_while_the_policy_is_bound() -> None:
+    """Every cell runs in both rounds; only claim pods under the bound policy come back gated."""
+    result = smoke_run("gatecost.py", timeout=300)
+    assert result["benchmark"] == "gatecost"
+    cells = result["cells"]
+    assert set(cells) == {
+        f"{shape}, {policy}" for shape in ("claim", "plain") for policy in ("policy", "no policy")
+    }
+    for key, rounds in cells.items():
+        assert len(rounds) == 2, key
+        for cell in rounds:
+            assert cell["create"]["count"] == 3
+            assert cell["gated"] == (3 if key == "claim, policy" else 0), key
+    assert set(result["summary"]) == {"claim", "plain"}
