@@ -117,3 +117,18 @@ def test_pods_the_policy_does_not_gate_are_still_reviewed(cluster: Cluster, name
     assert NAMES.policy_gate not in (created["metadata"].get("annotations") or {})
     assert {"name": NAMES.scheduling_gate} in created["spec"]["schedulingGates"]
     assert reviews(cluster) == before + 3
+
+
+def test_a_template_keeps_its_mark_when_applied_again_server_side(
+    cluster: Cluster, namespace: str
+) -> None:
+    """A GitOps re-apply (server-side, same manager, no label in it) leaves the template marked."""
+    share = TEMPLATES.split("---\n", maxsplit=1)[0]
+    for team in ("a", "b"):
+        labelled = share.replace("{name: share}", f"{{name: share, labels: {{team: {team}}}}}")
+        cluster.kubectl(
+            "apply", "--server-side", "--field-manager", "gitops", "-n", namespace, "-f", "-",
+            stdin=labelled,
+        )  # fmt: skip
+        meta = cluster.json("resourceclaimtemplate", "share", "-n", namespace)["metadata"]
+        assert meta.get("labels") == {NAMES.policy_gate: "true", "team": team}
