@@ -127,11 +127,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "rss_bytes": proc_status_bytes(pid, "VmRSS"),
                 "peak_rss_bytes": proc_status_bytes(pid, "VmHWM"),
                 "placed_after_s": round(placed, 2),
+                "leading_after_s": round(bench.leading_after_s, 1),
             }
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"controller: RSS {figures['rss_bytes'] / 10**6:.1f} MB, peak "
-          f"{figures['peak_rss_bytes'] / 10**6:.1f} MB", flush=True)  # fmt: skip
+          f"{figures['peak_rss_bytes'] / 10**6:.1f} MB, leading "
+          f"{figures['leading_after_s']:.1f} s after its start", flush=True)  # fmt: skip
     at_target = (nodes, claims) == (TARGET_NODES, TARGET_CLAIMS)
     emit({"benchmark": "realmemory", "nodes": nodes, "cards": nodes * CARDS_PER_NODE,
           "claims": claims, "pods": claims, "fill_s": round(fill.seconds, 1), **figures,
