@@ -64,6 +64,7 @@ def test_realmemory_smoke_run_places_the_probe_over_a_filled_cluster() -> None:
     assert (result["nodes"], result["claims"]) == (4, 40)
     assert 0 < result["rss_bytes"] <= result["peak_rss_bytes"]
     assert result["placed_after_s"] > 0
+    assert result["leading_after_s"] > 0  # from the controller's start until it led
     assert result["target"]["at_target_size"] is False
 
 
