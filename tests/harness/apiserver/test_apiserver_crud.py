@@ -494,7 +494,7 @@ def test_discovery_documents(api_client: client.ApiClient) -> None:
 
 
 def test_gpushare_quotas_are_served_with_a_status_subresource(api_client: client.ApiClient) -> None:
-    """A GpuShareQuota is created, listed cluster-wide, and its status written apart from spec."""
+    """A GpuShareQuota is created (a status sent with it dropped), listed, its status apart."""
     group, version, plural = DEFAULT_DRIVER_NAME, "v1alpha1", "gpusharequotas"
     custom = client.CustomObjectsApi(api_client)
     served = {r.name: r for r in custom.get_api_resources(group, version).resources}
@@ -507,8 +507,10 @@ def test_gpushare_quotas_are_served_with_a_status_subresource(api_client: client
         "metadata": {"name": "team-a"},
         "spec": {"hard": {"cores": "150", "memory": "40Gi"}},
     }
-    created = custom.create_namespaced_custom_object(group, version, "default", plural, quota)
+    sent = {**quota, "status": {"claims": 5}}
+    created = custom.create_namespaced_custom_object(group, version, "default", plural, sent)
     assert created["metadata"]["generation"] == 1
+    assert "status" not in created  # as a real API server does: status is written apart
     listed = custom.list_cluster_custom_object(group, version, plural)
     assert [(q["metadata"]["namespace"], q["metadata"]["name"]) for q in listed["items"]] == [
         ("default", "team-a")

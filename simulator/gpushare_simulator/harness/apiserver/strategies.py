@@ -53,6 +53,11 @@ def prepare_create(rtype: ResourceType, obj: JSON, *, keep_status: bool = False)
         meta["generation"] = 1
     else:
         meta.pop("generation", None)
+    _create_defaults(rtype, obj, keep_status=keep_status)
+
+
+def _create_defaults(rtype: ResourceType, obj: JSON, *, keep_status: bool) -> None:
+    """Reset status and apply the defaults of ``rtype``'s strategy on create."""
     if rtype.key == "pods":
         _default_pod(obj, keep_status=keep_status)
     elif rtype.key == "namespaces":
@@ -72,6 +77,9 @@ def prepare_create(rtype: ResourceType, obj: JSON, *, keep_status: bool = False)
         if not keep_status:
             obj["status"] = {}
         budgets.default_status(obj)
+    elif rtype.custom and "status" in rtype.subresources and not keep_status:
+        # A custom resource with a status subresource: its status is written there only.
+        obj.pop("status", None)
 
 
 def _keep(source: JSON, target: JSON, key: str) -> None:
