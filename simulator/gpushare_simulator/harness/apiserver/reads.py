@@ -97,8 +97,8 @@ def list_objects(
     entries, rv = store.snapshot(rtype, namespace)
     if options.continue_token:
         rv, start = _decode_continue(options.continue_token)
-        keys = [key_of(entry.obj) for entry in entries]
-        entries = entries[bisect.bisect_right(keys, start) :]
+        # A key per probe, not per entry: a relist in pages would otherwise cost pages x items.
+        entries = entries[bisect.bisect_right(entries, start, key=lambda e: key_of(e.obj)) :]
     matching = entries if options.selects_all else [e for e in entries if options.matches(e)]
     if not options.limit or len(matching) <= options.limit:
         return matching, rv, "", None
