@@ -224,7 +224,7 @@ def test_the_version_moves_past_an_event_only_after_its_handler_ran(
 def test_a_relist_reads_pages_and_caches_each_object_transformed(
     server: FakeApiServer, api: client.ResourceV1Api
 ) -> None:
-    """Five objects in pages of two: three list requests, every object cached as transformed."""
+    """Five objects in pages of two: three lists, each object cached transformed, version kept."""
     for index in range(5):
         raw.call(api.create_resource_slice, slice_(f"s{index}", f"n{index}"))
     pages: list[dict[str, str]] = []
@@ -245,6 +245,9 @@ def test_a_relist_reads_pages_and_caches_each_object_transformed(
         assert [p.get("limit") for p in pages] == ["2", "2", "2"]
         assert ["continue" in p for p in pages] == [False, True, True]
         assert [o["kept"] for o in informer.list()] == [f"n{i}" for i in range(5)]
+        # The watch resumes from the version the pages were listed at.
+        listed = raw.call(api.list_resource_slice)["metadata"]["resourceVersion"]
+        assert informer.resource_version == listed
         raw.call(api.create_resource_slice, slice_("s9", "n9"))
         recorder.wait_for(6)
         assert informer.get("", "s9") == {"metadata": {"name": "s9"}, "kept": "n9"}
