@@ -43,12 +43,11 @@ from gpushare_simulator.harness.chartinstall import render
 from gpushare_simulator.harness.controlplane import RealControlPlane
 from gpushare_simulator.harness.kubeapply import Applier
 from gpushare_simulator.harness.workload import cpu_seconds
-from realplane import CHART, HELM, NAMES, kube_binaries
+from realplane import CHART, HELM, NAMES, TEMPLATE, claim_template, kube_binaries
 
 from dra_driver.k8s.objects import Object
 
 NAMESPACE: Final = "bench"
-TEMPLATE: Final = "share"
 POLICY_KINDS: Final = ("MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")
 SHAPES: Final = ("claim", "plain")
 SETTLE_S: Final = 1.0
@@ -69,15 +68,10 @@ def _pod(shape: str) -> bytes:
 
 
 def _template() -> Object:
-    """Return the template, labelled as the webhook labels one the policy may gate."""
-    request = {"name": "gpu", "exactly": {"deviceClassName": NAMES.driver,
-               "capacity": {"requests": {"cores": "25", "memory": "3Gi"}}}}  # fmt: skip
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": TEMPLATE, "labels": {NAMES.policy_gate: "true"}},
-        "spec": {"spec": {"devices": {"requests": [request]}}},
-    }
+    """Return realplane's template, labelled as the webhook labels one the policy may gate."""
+    template = claim_template(25, "3Gi")
+    template["metadata"]["labels"] = {NAMES.policy_gate: "true"}
+    return template
 
 
 def _gated(pod: Object) -> bool:

@@ -80,7 +80,8 @@ def gpu_inventory(nodes: int) -> Inventory:
     return h100_nodes(nodes, "gpu-")
 
 
-def _template(cores: int, memory: str) -> Object:
+def claim_template(cores: int, memory: str) -> Object:
+    """Return the benchmark's ResourceClaimTemplate: one share of ``cores`` and ``memory``."""
     exactly = {
         "deviceClassName": NAMES.default_device_class,
         "capacity": {"requests": {"cores": str(cores), "memory": memory}},
@@ -190,7 +191,7 @@ class Bench:
         self, path: str, namespace: str, pods: int, rate: float, *, premade: bool, timeout: float
     ) -> Object:
         """Run ``pods`` pods down ``path`` in a fresh ``namespace``; return its figures."""
-        template = _template(25, "3Gi")
+        template = claim_template(25, "3Gi")
         self.applier.create([{"apiVersion": "v1", "kind": "Namespace",
                               "metadata": {"name": namespace}}])  # fmt: skip
         self.applier.create([template], namespace)
